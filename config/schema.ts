@@ -1,0 +1,85 @@
+/**
+ * The run config: one YAML or JSON file validated here, so a typo fails before anything starts,
+ * with the path of the offending field. Every default lives in this schema and nowhere else.
+ */
+import { z } from 'zod';
+
+const positiveInt = z.number().int().positive();
+
+export const TemporalConfigSchema = z.strictObject({
+  address: z.string().default('127.0.0.1:7233'),
+  namespace: z.string().default('default'),
+  /** Every task queue name starts with this, so several deployments can share one cluster. */
+  taskQueuePrefix: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('trajflow'),
+});
+
+export const ModelConfigSchema = z.strictObject({
+  dModel: positiveInt.default(64),
+  nLayers: positiveInt.default(2),
+  nHeads: positiveInt.default(4),
+  dFF: positiveInt.default(256),
+  maxContext: positiveInt.max(8192).default(1024),
+  /** Weights come from this seed unless a checkpoint file is named. */
+  seed: z.number().int().nonnegative().default(0),
+  checkpoint: z.string().optional(),
+}).refine((m) => m.dModel % m.nHeads === 0, { message: 'dModel must be divisible by nHeads', path: ['nHeads'] });
+
+export const InferenceConfigSchema = z.strictObject({
+  /** Most sequences decoded together in one batched forward pass. */
+  maxBatch: positiveInt.max(256).default(32),
+});
+
+export const SamplingConfigSchema = z.strictObject({
+  maxTokens: positiveInt.default(16),
+  temperature: z.number().positive().default(1),
+  topP: z.number().gt(0).lte(1).default(1),
+});
+
+export const FrozenLakeEnvSchema = z.strictObject({
+  name: z.literal('frozenlake'),
+  size: z.union([z.literal(4), z.literal(8)]).default(4),
+  map: z.enum(['classic', 'random']).default('classic'),
+  slippery: z.boolean().default(false),
+  /** Env steps before the episode is truncated. */
+  maxSteps: positiveInt.default(12),
+  /** Probability that a random-map cell is frozen (walkable). */
+  pFrozen: z.number().gt(0).lt(1).default(0.8),
+});
+
+export const EnvConfigSchema = z.discriminatedUnion('name', [FrozenLakeEnvSchema]);
+
+export const AgentConfigSchema = z.strictObject({
+  name: z.literal('frozenlake').default('frozenlake'),
+  /** Model calls per trajectory; an unparseable answer uses a turn too. */
+  maxTurns: positiveInt.default(12),
+});
+
+export const RolloutConfigSchema = z.strictObject({
+  /** Prompts (distinct environment instances) in this run. */
+  groups: positiveInt.default(8),
+  /** Trajectories sampled per prompt (G). */
+  groupSize: positiveInt.max(256).default(4),
+  /** Trajectories in flight at once; a finished one frees its slot at once. */
+  maxConcurrency: positiveInt.max(500).default(32),
+});
+
+export const RunConfigSchema = z.strictObject({
+  run: z.strictObject({
+    /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
+    name: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . - only').default('run'),
+    seed: z.number().int().nonnegative().default(0),
+  }).prefault({}),
+  dataDir: z.string().default('.trajflow'),
+  temporal: TemporalConfigSchema.prefault({}),
+  model: ModelConfigSchema.prefault({}),
+  inference: InferenceConfigSchema.prefault({}),
+  sampling: SamplingConfigSchema.prefault({}),
+  env: EnvConfigSchema,
+  agent: AgentConfigSchema.prefault({}),
+  rollout: RolloutConfigSchema.prefault({}),
+});
+
+export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type EnvConfig = z.infer<typeof EnvConfigSchema>;
+export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
+export type ModelSettings = z.infer<typeof ModelConfigSchema>;

@@ -1,0 +1,65 @@
+/**
+ * The FrozenLake agent's side of the conversation: what the model reads (system prompt, rendered
+ * grid) and how its answer becomes an action.
+ *
+ * Answer format: `Action: <move>` with <move> one of left, down, right, up (or its first letter),
+ * case-insensitive; a lone move word is accepted too. Texts are kept short because the model is
+ * tiny and its context small.
+ *
+ * Runs inside the Temporal workflow sandbox, so it stays pure and deterministic: it imports only
+ * pure modules and never throws on model output.
+ */
+import { ACTION_NAMES, type FrozenLakeObservation } from '../envs/frozenlake';
+
+const ANSWER_FORMAT = 'Reply "Action: <move>", <move> being left, down, right or up.';
+
+export const FROZENLAKE_SYSTEM_PROMPT = `Walk P to G on the grid; H is a hole. ${ANSWER_FORMAT}`;
+
+/** Marks the player's cell in the rendered grid. */
+const PLAYER = 'P';
+
+/** Completions are short; anything longer is rambling, and is not scanned for an action. */
+const MAX_ANSWER_CHARS = 200;
+
+/**
+ * `Action: <move>` anywhere in the text, not inside a longer word ("reaction:", "Action: dog").
+ * Matching by first letter works because the four move names start with distinct letters.
+ */
+const TAGGED_MOVE = /(?<![\p{L}\p{N}_])action\s*:\s*(left|down|right|up|[ldru])(?![\p{L}\p{N}_])/iu;
+const BARE_MOVE = /^(left|down|right|up)[.!]?$/i;
+const ANY_MOVE_WORD = /\b(?:left|down|right|up)\b/gi;
+
+export type ParsedAction = { ok: true; action: number; name: string } | { ok: false; error: string };
+
+/** The grid, one row per line, with the player's cell shown as `P`. */
+export function renderObservation(obs: FrozenLakeObservation): string {
+  return obs.grid
+    .map((line, row) => (row === obs.row ? line.slice(0, obs.col) + PLAYER + line.slice(obs.col + 1) : line))
+    .join('\n');
+}
+
+/** The first `Action: <move>` in the text, or a lone move word; otherwise a short reason. */
+export function parseAction(text: string): ParsedAction {
+  const answer = text.trim();
+  if (answer === '') return { ok: false, error: 'empty answer' };
+  if (answer.length > MAX_ANSWER_CHARS) return { ok: false, error: 'answer too long' };
+  const move = (TAGGED_MOVE.exec(answer) ?? BARE_MOVE.exec(answer))?.[1];
+  if (move !== undefined) {
+    const action = ACTION_NAMES.findIndex((name) => name[0] === move[0].toLowerCase());
+    return { ok: true, action, name: ACTION_NAMES[action] };
+  }
+  const mentioned = answer.match(ANY_MOVE_WORD)?.length ?? 0;
+  return { ok: false, error: mentioned > 1 ? 'ambiguous: several moves' : 'no "Action: <move>"' };
+}
+
+/** Told to the model instead of an observation when its answer did not parse; the episode goes on. */
+export function invalidActionMessage(error: string): string {
+  return `Invalid answer (${error}). ${ANSWER_FORMAT}`;
+}
+
+/** The exact well-formed answer for `action`: the target text of format warm-up examples. */
+export function formatExample(action: number): string {
+  const name = ACTION_NAMES[action];
+  if (name === undefined) throw new Error(`formatExample: invalid action ${action}`);
+  return `Action: ${name}`;
+}

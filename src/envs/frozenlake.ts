@@ -1,0 +1,194 @@
+/**
+ * FrozenLake: walk from S to G across frozen cells (F) without falling into a hole (H).
+ *
+ * Gymnasium's rules: actions 0=left, 1=down, 2=right, 3=up; bumping into the edge leaves you in
+ * place; on slippery ice you move in the intended direction or either perpendicular one with
+ * probability 1/3 each; reward 1 at G and 0 otherwise; the episode ends at G, in a hole, or after
+ * `maxSteps` steps (truncation).
+ *
+ * Every episode is a pure function of the options and the actions taken (`reset()` restarts the
+ * slip stream from `seed`), so durable recovery can replay recorded actions on a fresh environment
+ * and reach the same states. The module is pure too, so the agent may import its constants inside
+ * the workflow sandbox.
+ */
+import { createRng, type Rng } from '../core/random';
+import type { Environment, StepResult } from './environment';
+
+/** Action names, indexed by action id. */
+export const ACTION_NAMES = ['left', 'down', 'right', 'up'] as const;
+
+/** Row and column change of each action, indexed by action id. */
+const MOVES: readonly (readonly [number, number])[] = [
+  [0, -1],
+  [1, 0],
+  [0, 1],
+  [-1, 0],
+];
+
+export const CLASSIC_MAPS: Readonly<Record<4 | 8, readonly string[]>> = {
+  4: ['SFFF', 'FHFH', 'FFFH', 'HFFG'],
+  8: ['SFFFFFFF', 'FFFFFFFF', 'FFFHFFFF', 'FFFFFHFF', 'FFFHFFFF', 'FHHFFFHF', 'FHFFHFHF', 'FFFHFFFG'],
+};
+
+/** Chance that a cell of a random map is frozen rather than a hole. */
+export const DEFAULT_P_FROZEN = 0.8;
+
+/** Random maps with very few frozen cells are rarely solvable: give up instead of looping forever. */
+const MAX_MAP_ATTEMPTS = 10_000;
+
+export interface FrozenLakeOptions {
+  size: 4 | 8;
+  /** `random` generates a solvable map from `mapSeed`; `classic` ignores `mapSeed`. */
+  map: 'classic' | 'random';
+  mapSeed: number;
+  slippery: boolean;
+  /** Seeds the slips, so the same options and actions always give the same episode. */
+  seed: number;
+  maxSteps: number;
+}
+
+export interface FrozenLakeObservation {
+  /** Map rows, top first, without the player. */
+  grid: string[];
+  row: number;
+  col: number;
+  size: number;
+  /** Steps taken so far in this episode. */
+  steps: number;
+}
+
+export type FrozenLakeOutcome = 'goal' | 'hole' | 'truncated' | 'running';
+
+/** A type alias rather than an interface, so it satisfies `StepResult`'s `Record<string, unknown>`. */
+export type FrozenLakeInfo = {
+  position: { row: number; col: number };
+  outcome: FrozenLakeOutcome;
+  truncated: boolean;
+};
+
+export type FrozenLakeStep = StepResult<FrozenLakeObservation> & { info: FrozenLakeInfo };
+
+/**
+ * A `size`x`size` map with S top-left and G bottom-right, every other cell frozen with probability
+ * `pFrozen`. Maps without a path from S to G are redrawn from the same stream, so a seed always
+ * gives the same solvable map.
+ */
+export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZEN): string[] {
+  if (!Number.isInteger(size) || size < 2) throw new Error(`map size must be an integer >= 2, got ${size}`);
+  if (!(pFrozen > 0 && pFrozen <= 1)) throw new Error(`pFrozen must be in (0, 1], got ${pFrozen}`);
+  const rng = createRng(seed);
+  const cell = (row: number, col: number): string => {
+    if (row === 0 && col === 0) return 'S';
+    if (row === size - 1 && col === size - 1) return 'G';
+    return rng() < pFrozen ? 'F' : 'H';
+  };
+  for (let attempt = 0; attempt < MAX_MAP_ATTEMPTS; attempt++) {
+    const grid = Array.from({ length: size }, (_, row) =>
+      Array.from({ length: size }, (_, col) => cell(row, col)).join(''),
+    );
+    if (isSolvable(grid)) return grid;
+  }
+  throw new Error(`no solvable ${size}x${size} map after ${MAX_MAP_ATTEMPTS} attempts (pFrozen ${pFrozen})`);
+}
+
+/** Whether some path of non-hole cells leads from S to G (breadth-first search). */
+export function isSolvable(grid: readonly string[]): boolean {
+  const start = findCell(grid, 'S');
+  if (!start) return false;
+  const queue = [start];
+  const seen = new Set([start.join()]);
+  for (let i = 0; i < queue.length; i++) {
+    const [row, col] = queue[i];
+    if (grid[row][col] === 'G') return true;
+    for (const [dr, dc] of MOVES) {
+      const next: [number, number] = [row + dr, col + dc];
+      const cell = grid[next[0]]?.[next[1]];
+      if (cell === undefined || cell === 'H' || seen.has(next.join())) continue;
+      seen.add(next.join());
+      queue.push(next);
+    }
+  }
+  return false;
+}
+
+function findCell(grid: readonly string[], cell: string): [number, number] | undefined {
+  const row = grid.findIndex((line) => line.includes(cell));
+  return row < 0 ? undefined : [row, grid[row].indexOf(cell)];
+}
+
+/** Slipping turns the intended direction by 0, +90 or -90 degrees, each with probability 1/3. */
+function slip(action: number, rng: Rng): number {
+  const turns = [0, 1, 3];
+  return (action + turns[Math.floor(rng() * 3)]) % 4;
+}
+
+function validateOptions(options: FrozenLakeOptions): void {
+  const { size, map, mapSeed, seed, maxSteps } = options;
+  if (size !== 4 && size !== 8) throw new Error(`FrozenLake size must be 4 or 8, got ${size}`);
+  if (map !== 'classic' && map !== 'random') throw new Error(`FrozenLake map must be classic or random, got ${map}`);
+  if (!Number.isSafeInteger(mapSeed) || !Number.isSafeInteger(seed)) {
+    throw new Error(`FrozenLake seeds must be integers, got seed ${seed}, mapSeed ${mapSeed}`);
+  }
+  if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
+    throw new Error(`FrozenLake maxSteps must be a positive integer, got ${maxSteps}`);
+  }
+}
+
+export class FrozenLake implements Environment<FrozenLakeObservation, number> {
+  readonly grid: readonly string[];
+  private readonly start: readonly [number, number];
+  private rng: Rng;
+  private row = 0;
+  private col = 0;
+  private steps = 0;
+  /** False before the first `reset()` and once an episode is done. */
+  private running = false;
+
+  constructor(readonly options: FrozenLakeOptions) {
+    validateOptions(options);
+    this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed);
+    this.start = findCell(this.grid, 'S')!;
+    this.rng = createRng(options.seed);
+  }
+
+  reset(): FrozenLakeObservation {
+    this.rng = createRng(this.options.seed);
+    [this.row, this.col] = this.start;
+    this.steps = 0;
+    this.running = true;
+    return this.observe();
+  }
+
+  step(action: number): FrozenLakeStep {
+    if (!(Number.isInteger(action) && action >= 0 && action < MOVES.length)) {
+      throw new Error(`FrozenLake: invalid action ${String(action)} (expected 0=left, 1=down, 2=right, 3=up)`);
+    }
+    if (!this.running) throw new Error('FrozenLake: no episode running; call reset() first');
+
+    const [dr, dc] = MOVES[this.options.slippery ? slip(action, this.rng) : action];
+    const row = this.row + dr;
+    const col = this.col + dc;
+    const { size } = this.options;
+    if (row >= 0 && row < size && col >= 0 && col < size) [this.row, this.col] = [row, col];
+    this.steps++;
+
+    // Reaching G or H on the last allowed step counts as that outcome, not as a truncation.
+    const cell = this.grid[this.row][this.col];
+    const outcome: FrozenLakeOutcome =
+      cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
+    this.running = outcome === 'running';
+    return {
+      observation: this.observe(),
+      reward: outcome === 'goal' ? 1 : 0,
+      done: !this.running,
+      info: { position: { row: this.row, col: this.col }, outcome, truncated: outcome === 'truncated' },
+    };
+  }
+
+  /** Nothing to release: the environment holds no resources. */
+  close(): void {}
+
+  private observe(): FrozenLakeObservation {
+    return { grid: [...this.grid], row: this.row, col: this.col, size: this.options.size, steps: this.steps };
+  }
+}

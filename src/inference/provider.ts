@@ -1,0 +1,59 @@
+/**
+ * The one interface between trajflow and a model server. The embedded CPU engine implements it;
+ * production backends (vLLM, SGLang) plug in behind the same shape.
+ *
+ * Token-in/token-out: a request carries prompt token ids and a response carries the sampled ids
+ * with their logprobs, so nothing is ever re-tokenized.
+ */
+
+export interface SamplingParams {
+  /** Most tokens to sample for this call. */
+  maxTokens: number;
+  /** Softmax temperature; logprobs are reported under this temperature (before top-p). */
+  temperature: number;
+  /** Nucleus sampling mass in (0, 1]. */
+  topP: number;
+  /** Seeds the request's own random stream, so a retry samples the same tokens. */
+  seed: number;
+  /** Sampling stops after emitting one of these (it is included in the completion). */
+  stopTokens: readonly number[];
+}
+
+export interface GenerateRequest {
+  promptIds: readonly number[];
+  sampling: SamplingParams;
+}
+
+export type FinishReason = 'stop' | 'length' | 'context';
+
+export interface GenerateResult {
+  completionIds: number[];
+  /** Behaviour logprob of each completion token under the sampling temperature. */
+  logprobs: number[];
+  finishReason: FinishReason;
+  /** Weights version that sampled every token of this completion. */
+  policyVersion: number;
+  /** Time spent waiting for a batch slot, and decoding, in milliseconds. */
+  queueMs: number;
+  decodeMs: number;
+}
+
+export interface EngineStats {
+  policyVersion: number;
+  /** Milliseconds since the engine started, and of those, spent in forward passes. */
+  uptimeMs: number;
+  busyMs: number;
+  decodeSteps: number;
+  generatedTokens: number;
+  /** Sum over decode steps of the batch size, so mean occupancy = batchSizeSum / decodeSteps. */
+  batchSizeSum: number;
+  maxBatchSize: number;
+  running: number;
+  waiting: number;
+}
+
+export interface InferenceProvider {
+  generate(request: GenerateRequest): Promise<GenerateResult>;
+  stats(): Promise<EngineStats>;
+  close(): Promise<void>;
+}

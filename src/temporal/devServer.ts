@@ -1,0 +1,130 @@
+/**
+ * Starts, stops and checks the local Temporal dev server: SQLite in WAL mode under the data
+ * directory, trajflow's search attributes registered, running detached so it outlives the CLI.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { ensureTemporalBinary } from './binary';
+import { searchAttributeCliArgs } from './searchAttributes';
+
+export interface DevServerOptions {
+  dataDir: string;
+  ip?: string;
+  port?: number;
+  uiPort?: number;
+  headless?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface DevServerInfo {
+  pid: number;
+  address: string;
+  uiUrl?: string;
+  dbFile: string;
+  logFile: string;
+}
+
+const PID_FILE = 'temporal-server.json';
+
+function serverDir(dataDir: string): string {
+  return path.join(path.resolve(dataDir), 'temporal');
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The server this data directory started, if it is still running. */
+export function runningDevServer(dataDir: string): DevServerInfo | undefined {
+  const file = path.join(serverDir(dataDir), PID_FILE);
+  if (!existsSync(file)) return undefined;
+  const info = JSON.parse(readFileSync(file, 'utf8')) as DevServerInfo;
+  return isAlive(info.pid) ? info : undefined;
+}
+
+/** Resolves once the frontend answers; rejects after `timeoutMs`. */
+export async function waitForServer(address: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`Temporal server at ${address} did not answer within ${timeoutMs} ms: ${String(err)}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
+/** Starts the dev server for `dataDir` unless it already runs; returns how to reach it. */
+export async function startDevServer(options: DevServerOptions): Promise<DevServerInfo> {
+  const existing = runningDevServer(options.dataDir);
+  if (existing) {
+    await waitForServer(existing.address);
+    return existing;
+  }
+  const dir = serverDir(options.dataDir);
+  mkdirSync(dir, { recursive: true });
+  const ip = options.ip ?? '127.0.0.1';
+  const port = options.port ?? 7233;
+  const uiPort = options.uiPort ?? port + 1000;
+  const dbFile = path.join(dir, 'temporal.sqlite');
+  const logFile = path.join(dir, 'server.log');
+  const binary = ensureTemporalBinary(options.log);
+  const args = [
+    'server', 'start-dev',
+    '--ip', ip, '--port', String(port),
+    '--db-filename', dbFile,
+    // WAL lets readers (the UI, visibility queries) run beside the single writer; NORMAL sync is
+    // durable across process crashes, which is the failure the dev server must survive.
+    '--sqlite-pragma', 'journal_mode=wal',
+    '--sqlite-pragma', 'synchronous=normal',
+    '--log-level', 'warn',
+    ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort), '--ui-ip', ip, '--ui-disable-news-fetch']),
+    ...searchAttributeCliArgs(),
+  ];
+  const out = openSync(logFile, 'a');
+  const child = spawn(binary, args, { detached: true, stdio: ['ignore', out, out] });
+  closeSync(out);
+  child.unref();
+  if (child.pid === undefined) throw new Error(`could not start ${binary}`);
+  const info: DevServerInfo = {
+    pid: child.pid,
+    address: `${ip}:${port}`,
+    uiUrl: options.headless ? undefined : `http://${ip}:${uiPort}`,
+    dbFile,
+    logFile,
+  };
+  writeFileSync(path.join(dir, PID_FILE), JSON.stringify(info, null, 2));
+  try {
+    await waitForServer(info.address);
+  } catch (err) {
+    const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-2000) : '';
+    throw new Error(`${(err as Error).message}\nserver log (${logFile}):\n${tail}`);
+  }
+  return info;
+}
+
+/** Stops the dev server of `dataDir` (SIGTERM, then SIGKILL); the SQLite file stays. */
+export async function stopDevServer(dataDir: string, timeoutMs = 15_000): Promise<boolean> {
+  const info = runningDevServer(dataDir);
+  if (!info) return false;
+  process.kill(info.pid, 'SIGTERM');
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(info.pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  if (isAlive(info.pid)) process.kill(info.pid, 'SIGKILL');
+  rmSync(path.join(serverDir(dataDir), PID_FILE), { force: true });
+  return true;
+}
