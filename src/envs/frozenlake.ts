@@ -102,9 +102,10 @@ export function isSolvable(grid: readonly string[]): boolean {
     if (grid[row][col] === 'G') return true;
     for (const [dr, dc] of MOVES) {
       const next: [number, number] = [row + dr, col + dc];
+      const key = next.join();
       const cell = grid[next[0]]?.[next[1]];
-      if (cell === undefined || cell === 'H' || seen.has(next.join())) continue;
-      seen.add(next.join());
+      if (cell === undefined || cell === 'H' || seen.has(key)) continue;
+      seen.add(key);
       queue.push(next);
     }
   }
@@ -137,7 +138,8 @@ function validateOptions(options: FrozenLakeOptions): void {
 export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   readonly grid: readonly string[];
   private readonly start: readonly [number, number];
-  private rng: Rng;
+  /** Set by `reset()`, which `step()` requires first. */
+  private rng!: Rng;
   private row = 0;
   private col = 0;
   private steps = 0;
@@ -148,7 +150,6 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     validateOptions(options);
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed);
     this.start = findCell(this.grid, 'S')!;
-    this.rng = createRng(options.seed);
   }
 
   reset(): FrozenLakeObservation {

@@ -31,8 +31,10 @@ export interface GenerateResult {
   /** Behaviour logprob of each completion token under the sampling temperature. */
   logprobs: number[];
   finishReason: FinishReason;
-  /** Weights version that sampled every token of this completion. */
+  /** Weights version that sampled the first token of this completion. */
   policyVersion: number;
+  /** Version per token, present only when the weights changed during this request. */
+  tokenPolicyVersions?: number[];
   /** Time spent waiting for a batch slot, and decoding, in milliseconds. */
   queueMs: number;
   decodeMs: number;

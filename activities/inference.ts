@@ -1,0 +1,118 @@
+/**
+ * Inference activities (task queue `<prefix>-inference`): the model call of one trajectory turn.
+ *
+ * The workflow sends only the new messages; this activity rebuilds the prompt ids from the stored
+ * turns (claim check), samples, and stores the turn before returning, keyed by trajectory + turn.
+ * A retry after a crash finds the stored turn and returns it, so model work is never done twice.
+ */
+import { Context } from '@temporalio/activity';
+import type { Logger } from 'pino';
+import type { SamplingConfig } from '../config/schema';
+import { hashString } from '../src/core/random';
+import type { TurnRecord } from '../src/core/records';
+import { nextPromptIds } from '../src/core/sequence';
+import { ChatMessage, decode, renderContinuation, renderConversationStart, STOP_TOKENS } from '../src/core/tokenizer';
+import type { FinishReason, InferenceProvider } from '../src/inference/provider';
+import type { TrajectoryStore } from '../src/store/trajectoryStore';
+
+export interface GenerateInput {
+  runId: string;
+  runSeed: number;
+  trajectoryId: string;
+  turn: number;
+  /** Messages to append before sampling: system + first observation at turn 0, then one per turn. */
+  messages: ChatMessage[];
+  sampling: SamplingConfig;
+}
+
+/** What the workflow needs to go on; the token arrays stay in the store. */
+export interface GenerateOutput {
+  text: string;
+  finishReason: FinishReason;
+  completionTokens: number;
+  contextTokens: number;
+  minPolicyVersion: number;
+  maxPolicyVersion: number;
+}
+
+export interface InferenceDeps {
+  provider: InferenceProvider;
+  store: TrajectoryStore;
+  maxContext: number;
+  logger: Logger;
+}
+
+const HEARTBEAT_MS = 2_000;
+
+function toOutput(record: TurnRecord): GenerateOutput {
+  return {
+    text: record.text,
+    finishReason: record.finishReason,
+    completionTokens: record.completionIds.length,
+    contextTokens: record.contextTokens,
+    minPolicyVersion: Math.min(...record.policyVersions),
+    maxPolicyVersion: Math.max(...record.policyVersions),
+  };
+}
+
+/** Same (run seed, trajectory, turn) gives the same sampling stream, so a retry resamples identically. */
+export function samplingSeed(runSeed: number, trajectoryId: string, turn: number): number {
+  return hashString(`${runSeed}/${trajectoryId}/${turn}`);
+}
+
+export function createInferenceActivities({ provider, store, maxContext, logger }: InferenceDeps) {
+  async function generate(input: GenerateInput): Promise<GenerateOutput> {
+    const { runId, trajectoryId, turn } = input;
+    const log = logger.child({ runId, trajectoryId, turn });
+    const stored = await store.getTurn(runId, trajectoryId, turn);
+    if (stored) {
+      log.info('turn already stored by an earlier attempt; returning it');
+      return toOutput(stored);
+    }
+    const previous = await store.getTurns(runId, trajectoryId, turn);
+    const promptDeltaIds = turn === 0
+      ? renderConversationStart(input.messages)
+      : renderContinuation(previous[turn - 1].completionIds, input.messages);
+    const promptIds = nextPromptIds(previous, promptDeltaIds);
+    if (promptIds.length >= maxContext) {
+      log.info({ contextTokens: promptIds.length, maxContext }, 'context full before sampling');
+      return { text: '', finishReason: 'context', completionTokens: 0, contextTokens: promptIds.length, minPolicyVersion: -1, maxPolicyVersion: -1 };
+    }
+
+    // Heartbeats let Temporal notice a dead inference worker in seconds instead of at the
+    // start-to-close timeout, so the turn is retried elsewhere promptly.
+    const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
+    try {
+      const result = await provider.generate({
+        promptIds,
+        sampling: {
+          maxTokens: Math.min(input.sampling.maxTokens, maxContext - promptIds.length),
+          temperature: input.sampling.temperature,
+          topP: input.sampling.topP,
+          seed: samplingSeed(input.runSeed, trajectoryId, turn),
+          stopTokens: STOP_TOKENS,
+        },
+      });
+      const record = await store.putTurnOnce(runId, {
+        trajectoryId,
+        turn,
+        messages: input.messages,
+        promptDeltaIds,
+        completionIds: result.completionIds,
+        logprobs: result.logprobs,
+        policyVersions: result.tokenPolicyVersions ?? result.completionIds.map(() => result.policyVersion),
+        finishReason: result.finishReason,
+        text: decode(result.completionIds),
+        contextTokens: promptIds.length,
+      });
+      log.debug({ completionTokens: record.completionIds.length, queueMs: result.queueMs, decodeMs: result.decodeMs }, 'generated');
+      return toOutput(record);
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  return { generate };
+}
+
+export type InferenceActivities = ReturnType<typeof createInferenceActivities>;

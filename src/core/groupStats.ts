@@ -1,0 +1,22 @@
+/** Scores a finished group from its trajectory summaries. Pure: runs inside the group workflow. */
+import type { GroupSummary, TrajectorySummary } from './records';
+
+export type TrajectoryOutcome = { ok: true; summary: TrajectorySummary } | { ok: false; trajectoryId: string; reason: string };
+
+export function summarizeGroup(runId: string, groupId: string, outcomes: readonly TrajectoryOutcome[]): GroupSummary {
+  const completed = outcomes.flatMap((o) => (o.ok ? [o.summary] : []));
+  const rewards = completed.map((s) => s.reward);
+  const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;
+  // Population std (divide by n), the normaliser GRPO uses for group-relative advantages.
+  const variance = rewards.length ? rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / rewards.length : 0;
+  return {
+    runId,
+    groupId,
+    trajectoryIds: completed.map((s) => s.trajectoryId),
+    rewards,
+    turns: completed.map((s) => s.turns),
+    failed: outcomes.flatMap((o) => (o.ok ? [] : [{ trajectoryId: o.trajectoryId, reason: o.reason }])),
+    rewardMean: mean,
+    rewardStd: Math.sqrt(variance),
+  };
+}

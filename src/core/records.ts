@@ -1,0 +1,61 @@
+/**
+ * What a rollout stores (claim check): per-turn token records and per-trajectory / per-group
+ * summaries. Token arrays live only here, in the store; workflows pass ids and small summaries.
+ */
+import type { ChatMessage } from './tokenizer';
+import type { FinishReason } from '../inference/provider';
+
+/** One model call of a trajectory, exactly as sampled. */
+export interface TurnRecord {
+  trajectoryId: string;
+  turn: number;
+  /** Messages trajflow rendered before this completion (system/user/environment text). */
+  messages: ChatMessage[];
+  /** Template + environment tokens appended to the context before sampling: loss mask 0. */
+  promptDeltaIds: number[];
+  /** Tokens the model sampled: loss mask 1. */
+  completionIds: number[];
+  /** Behaviour logprob of each completion token. */
+  logprobs: number[];
+  /** Weights version of each completion token (a trajectory may span versions). */
+  policyVersions: number[];
+  finishReason: FinishReason;
+  /** The completion decoded for the agent to parse; never tokenized again. */
+  text: string;
+  /** Length of the whole context the model saw (all earlier turns + this delta). */
+  contextTokens: number;
+}
+
+export type TrajectoryStatus = 'succeeded' | 'failed_episode' | 'max_turns' | 'max_steps' | 'max_context' | 'failed';
+
+export interface TrajectorySummary {
+  runId: string;
+  groupId: string;
+  trajectoryId: string;
+  env: string;
+  status: TrajectoryStatus;
+  /** Why the episode ended, in words. */
+  reason: string;
+  reward: number;
+  turns: number;
+  envSteps: number;
+  invalidActions: number;
+  completionTokens: number;
+  minPolicyVersion: number;
+  maxPolicyVersion: number;
+  /** Times the environment session was rebuilt after its worker went away. */
+  envRestores: number;
+}
+
+/** A group: G trajectories of one prompt. Failed trajectories are listed apart, never scored 0. */
+export interface GroupSummary {
+  runId: string;
+  groupId: string;
+  /** Trajectories that completed, with their rewards and turn counts in the same order. */
+  trajectoryIds: string[];
+  rewards: number[];
+  turns: number[];
+  failed: { trajectoryId: string; reason: string }[];
+  rewardMean: number;
+  rewardStd: number;
+}

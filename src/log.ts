@@ -1,0 +1,38 @@
+/**
+ * Logging: pino JSON lines (pretty on a TTY). Temporal's own logs, and the `log` calls of
+ * workflows and activities, go through the same logger, carrying workflow/run/activity ids;
+ * trajflow's activity logs add runId, trajectoryId and turn.
+ */
+import { DefaultLogger, LogLevel, LogMetadata, Runtime } from '@temporalio/worker';
+import pino, { Logger } from 'pino';
+import pretty from 'pino-pretty';
+
+export type { Logger } from 'pino';
+
+export function createLogger(name: string): Logger {
+  const level = process.env.TRAJFLOW_LOG_LEVEL ?? 'info';
+  const stream = process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' }) : undefined;
+  return pino({ name, level }, stream);
+}
+
+const PINO_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'trace',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
+
+let installed = false;
+
+/** Routes the Temporal runtime's logs into `logger`; once per process. */
+export function installTemporalLogging(logger: Logger): void {
+  if (installed) return;
+  installed = true;
+  const temporal = logger.child({ component: 'temporal' });
+  Runtime.install({
+    logger: new DefaultLogger('INFO', ({ level, message, meta }) => {
+      temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
+    }),
+  });
+}

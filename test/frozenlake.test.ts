@@ -1,0 +1,251 @@
+import {
+  formatExample,
+  FROZENLAKE_SYSTEM_PROMPT,
+  invalidActionMessage,
+  parseAction,
+  renderObservation,
+} from '../src/agents/frozenlakeAgent';
+import { createRng, hashString } from '../src/core/random';
+import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isSolvable } from '../src/envs/frozenlake';
+
+const LEFT = 0;
+const DOWN = 1;
+const RIGHT = 2;
+const UP = 3;
+
+function lake(overrides: Partial<FrozenLakeOptions> = {}): FrozenLake {
+  return new FrozenLake({ size: 4, map: 'classic', mapSeed: 0, slippery: false, seed: 0, maxSteps: 100, ...overrides });
+}
+
+/** Resets a fresh environment, plays `actions`, and returns every step result. */
+function play(options: Partial<FrozenLakeOptions>, actions: number[]) {
+  const env = lake(options);
+  env.reset();
+  return actions.map((action) => env.step(action));
+}
+
+describe('seeded randomness', () => {
+  it('createRng is deterministic per seed and stays in [0, 1)', () => {
+    const draw = (seed: number) => Array.from({ length: 1000 }, createRng(seed));
+    const a = draw(42);
+    expect(draw(42)).toEqual(a);
+    expect(draw(43)).not.toEqual(a);
+    expect(a.every((x) => x >= 0 && x < 1)).toBe(true);
+    const mean = a.reduce((sum, x) => sum + x, 0) / a.length;
+    expect(mean).toBeGreaterThan(0.45);
+    expect(mean).toBeLessThan(0.55);
+  });
+
+  it('hashString is 32-bit FNV-1a over UTF-8', () => {
+    expect(hashString('')).toBe(0x811c9dc5);
+    expect(hashString('a')).toBe(0xe40c292c);
+    expect(hashString('foobar')).toBe(0xbf9cf968);
+    expect(hashString('épisode-1')).not.toBe(hashString('episode-1'));
+  });
+});
+
+describe('FrozenLake rules', () => {
+  it('uses the classic maps', () => {
+    expect(lake().grid).toEqual(['SFFF', 'FHFH', 'FFFH', 'HFFG']);
+    expect(lake({ size: 8 }).grid).toEqual(CLASSIC_MAPS[8]);
+    expect(CLASSIC_MAPS[8]).toHaveLength(8);
+    expect(CLASSIC_MAPS[8].every((row) => row.length === 8)).toBe(true);
+  });
+
+  it('starts at S with a serializable observation', () => {
+    const obs = lake().reset();
+    expect(obs).toEqual({ grid: ['SFFF', 'FHFH', 'FFFH', 'HFFG'], row: 0, col: 0, size: 4, steps: 0 });
+    expect(JSON.parse(JSON.stringify(obs))).toEqual(obs);
+  });
+
+  it('keeps the player in place at the edges, still counting the step', () => {
+    const [left, up] = play({}, [LEFT, UP]);
+    expect(left.observation).toMatchObject({ row: 0, col: 0, steps: 1 });
+    expect(up.observation).toMatchObject({ row: 0, col: 0, steps: 2 });
+    expect(up.info).toEqual({ position: { row: 0, col: 0 }, outcome: 'running', truncated: false });
+    expect(up.done).toBe(false);
+  });
+
+  it('ends the episode with reward 0 in a hole', () => {
+    const steps = play({}, [RIGHT, DOWN]);
+    expect(steps[1]).toMatchObject({ reward: 0, done: true, info: { outcome: 'hole', position: { row: 1, col: 1 } } });
+  });
+
+  it('ends the episode with reward 1 at the goal', () => {
+    const steps = play({}, [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]);
+    expect(steps.slice(0, -1).every((s) => s.reward === 0 && !s.done)).toBe(true);
+    expect(steps[5]).toMatchObject({ reward: 1, done: true, info: { outcome: 'goal', truncated: false } });
+    expect(steps[5].observation).toMatchObject({ row: 3, col: 3, steps: 6 });
+  });
+
+  it('truncates after maxSteps, unless the last step ends the episode anyway', () => {
+    const steps = play({ maxSteps: 3 }, [LEFT, LEFT, LEFT]);
+    expect(steps.map((s) => s.done)).toEqual([false, false, true]);
+    expect(steps[2]).toMatchObject({ reward: 0, info: { outcome: 'truncated', truncated: true } });
+    expect(play({ maxSteps: 2 }, [RIGHT, DOWN])[1].info).toMatchObject({ outcome: 'hole', truncated: false });
+  });
+
+  it('refuses to step before reset, after the end, or with an invalid action', () => {
+    const env = lake({ maxSteps: 1 });
+    expect(() => env.step(DOWN)).toThrow(/reset/);
+    env.reset();
+    for (const bad of [4, -1, 1.5, NaN]) expect(() => env.step(bad)).toThrow(`invalid action ${bad}`);
+    env.step(LEFT);
+    expect(() => env.step(LEFT)).toThrow(/reset/);
+    expect(env.reset()).toMatchObject({ row: 0, col: 0, steps: 0 });
+  });
+
+  it('rejects invalid options', () => {
+    expect(() => lake({ size: 5 as 4 })).toThrow(/size/);
+    expect(() => lake({ maxSteps: 0 })).toThrow(/maxSteps/);
+    expect(() => lake({ seed: 0.5 })).toThrow(/seed/);
+  });
+});
+
+describe('random maps', () => {
+  it('are solvable, well-formed, and deterministic per seed', () => {
+    for (const size of [4, 8]) {
+      for (let seed = 0; seed < 200; seed++) {
+        const grid = generateMap(size, seed);
+        expect(isSolvable(grid)).toBe(true);
+        expect(grid).toHaveLength(size);
+        expect(grid.every((row) => /^[SFHG]+$/.test(row) && row.length === size)).toBe(true);
+        expect(grid[0][0]).toBe('S');
+        expect(grid[size - 1][size - 1]).toBe('G');
+        expect(generateMap(size, seed)).toEqual(grid);
+      }
+    }
+  });
+
+  it('differ across seeds and contain holes', () => {
+    const maps = new Set(Array.from({ length: 50 }, (_, seed) => generateMap(8, seed).join('/')));
+    expect(maps.size).toBeGreaterThan(45);
+    expect([...maps].some((map) => map.includes('H'))).toBe(true);
+  });
+
+  it('back the environment when map is random', () => {
+    expect(lake({ size: 8, map: 'random', mapSeed: 7 }).grid).toEqual(generateMap(8, 7));
+  });
+
+  it('isSolvable finds blocked and open paths', () => {
+    expect(isSolvable(['SH', 'HG'])).toBe(false);
+    expect(isSolvable(['SFH', 'HFH', 'HFG'])).toBe(true);
+    expect(isSolvable(['FFF', 'FFG'])).toBe(false);
+    expect(isSolvable(CLASSIC_MAPS[4])).toBe(true);
+  });
+
+  it('rejects a pFrozen that cannot produce a map', () => {
+    expect(() => generateMap(4, 0, 0)).toThrow(/pFrozen/);
+  });
+});
+
+describe('slippery ice', () => {
+  it('moves in the intended or a perpendicular direction, 1/3 each', () => {
+    // Pressing down at S: down reaches (1,0), right reaches (0,1), left bumps the wall.
+    const trials = 3000;
+    const counts = { down: 0, right: 0, left: 0 };
+    for (let seed = 0; seed < trials; seed++) {
+      const { row, col } = play({ slippery: true, seed }, [DOWN])[0].observation;
+      if (row === 1 && col === 0) counts.down++;
+      else if (row === 0 && col === 1) counts.right++;
+      else if (row === 0 && col === 0) counts.left++;
+      else throw new Error(`moved up or further: (${row}, ${col})`);
+    }
+    for (const count of Object.values(counts)) expect(Math.abs(count / trials - 1 / 3)).toBeLessThan(0.04);
+  });
+
+  it('replays the same states for the same options and actions', () => {
+    const actions = Array.from({ length: 40 }, (_, i) => (i * 7) % 4);
+    const options = { size: 8 as const, map: 'random' as const, mapSeed: 3, slippery: true, seed: 11, maxSteps: 40 };
+    const trace = (env: FrozenLake) => {
+      const states = [env.reset()];
+      for (const action of actions) {
+        const result = env.step(action);
+        states.push(result.observation);
+        if (result.done) break;
+      }
+      return states;
+    };
+    const env = lake(options);
+    const first = trace(env);
+    expect(trace(lake(options))).toEqual(first);
+    expect(trace(env)).toEqual(first); // reset() restarts the slip stream too
+    const others = Array.from({ length: 5 }, (_, i) => trace(lake({ ...options, seed: 100 + i })));
+    expect(others.some((states) => JSON.stringify(states) !== JSON.stringify(first))).toBe(true);
+  });
+});
+
+describe('FrozenLake agent', () => {
+  it('keeps the system prompt short', () => {
+    expect(new TextEncoder().encode(FROZENLAKE_SYSTEM_PROMPT).length).toBeLessThanOrEqual(150);
+  });
+
+  it('renders the grid with the player marked', () => {
+    const env = lake();
+    expect(renderObservation(env.reset())).toBe('PFFF\nFHFH\nFFFH\nHFFG');
+    expect(renderObservation(env.step(RIGHT).observation)).toBe('SPFF\nFHFH\nFFFH\nHFFG');
+    expect(renderObservation(env.step(DOWN).observation)).toBe('SFFF\nFPFH\nFFFH\nHFFG');
+  });
+
+  it.each([
+    ['Action: down', DOWN],
+    ['action: LEFT', LEFT],
+    ['ACTION:right', RIGHT],
+    ['Action: U', UP],
+    ['action: d.', DOWN],
+    ['I will go around.\nAction: right\n', RIGHT],
+    ['Action: left\nAction: right', LEFT],
+    ['Action: sideways, no: Action: up', UP],
+    ['down', DOWN],
+    ['  Up. ', UP],
+  ])('parses %j', (text, action) => {
+    expect(parseAction(text)).toEqual({ ok: true, action, name: ['left', 'down', 'right', 'up'][action] });
+  });
+
+  it.each([
+    ['', 'empty answer'],
+    ['   \n\t', 'empty answer'],
+    ['Action: dog', 'no "Action: <move>"'],
+    ['Action:', 'no "Action: <move>"'],
+    ['Acti', 'no "Action: <move>"'],
+    ['Reaction: left and more', 'no "Action: <move>"'],
+    ['d', 'no "Action: <move>"'],
+    ['I go down', 'no "Action: <move>"'],
+    ['left or right', 'ambiguous: several moves'],
+    ['Action: dé', 'no "Action: <move>"'],
+    ['行动：下 🙂 \u0000\uFFFD', 'no "Action: <move>"'],
+  ])('rejects %j', (text, error) => {
+    expect(parseAction(text)).toEqual({ ok: false, error });
+  });
+
+  it('rejects very long text, even with a valid action in it', () => {
+    for (const text of [`Action: down ${'x'.repeat(1000)}`, 'Action: up '.repeat(100_000)]) {
+      expect(parseAction(text)).toEqual({ ok: false, error: 'answer too long' });
+    }
+  });
+
+  it('never throws on arbitrary text', () => {
+    const rng = createRng(5);
+    for (let i = 0; i < 2000; i++) {
+      const length = Math.floor(rng() * 40);
+      const text = String.fromCharCode(...Array.from({ length }, () => Math.floor(rng() * 0x3000)));
+      expect(() => parseAction(text)).not.toThrow();
+    }
+  });
+
+  it('formatExample round-trips through parseAction', () => {
+    for (const action of [LEFT, DOWN, RIGHT, UP]) {
+      expect(parseAction(formatExample(action))).toMatchObject({ ok: true, action });
+    }
+    expect(formatExample(DOWN)).toBe('Action: down');
+    expect(() => formatExample(4)).toThrow(/invalid action/);
+  });
+
+  it('explains an unparsable answer with the expected format', () => {
+    const result = parseAction('???');
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(invalidActionMessage(result.error)).toBe(
+      'Invalid answer (no "Action: <move>"). Reply "Action: <move>", <move> being left, down, right or up.',
+    );
+  });
+});

@@ -1,0 +1,82 @@
+/**
+ * A real rollout on the real dev server and the embedded model: 4 groups x 4 trajectories through
+ * the trajectory, group and controller workflows, with every trajectory stored token for token
+ * and visible in the Web UI through its search attributes.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { buildTrainingSequence } from '../src/core/sequence';
+import { createLogger } from '../src/log';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { runRollout } from '../src/cli/runRollout';
+import { startWorkers } from '../workers/start';
+import { eventually, testConfig, withClient } from './support/harness';
+
+const HISTORY_DIR = path.join(__dirname, 'histories');
+
+describe('rollout on the dev server', () => {
+  const config = testConfig('integration');
+  const logger = createLogger('test');
+  logger.level = 'warn';
+
+  it('runs 4 groups x 4 trajectories, stores every one, and tags them for the Web UI', async () => {
+    const workers = await startWorkers(config, 'all', logger);
+    let summary;
+    try {
+      summary = await runRollout(config, { runId: 'integration-run', local: false, logger });
+    } finally {
+      await workers.shutdown();
+    }
+    expect(summary.groups).toBe(4);
+    expect(summary.trajectories + summary.failedTrajectories).toBe(16);
+    expect(summary.failedTrajectories).toBe(0);
+    expect(summary.engineBusyFraction).toBeGreaterThan(0);
+
+    const store = new TrajectoryStore(config.dataDir);
+    const ids = await store.listTrajectories('integration-run');
+    expect(ids).toHaveLength(16);
+    for (const id of ids) {
+      const trajectory = await store.getTrajectory('integration-run', id);
+      expect(trajectory).toBeDefined();
+      const turns = await store.getTurns('integration-run', id);
+      expect(turns).toHaveLength(trajectory!.turns);
+      const sequence = buildTrainingSequence(turns);
+      expect(sequence.lossMask.reduce((a, b) => a + b, 0)).toBe(trajectory!.completionTokens);
+      for (const turn of turns) {
+        expect(turn.logprobs).toHaveLength(turn.completionIds.length);
+        expect(turn.logprobs.every((lp) => Number.isFinite(lp) && lp <= 0)).toBe(true);
+      }
+    }
+    for (let g = 0; g < 4; g++) {
+      const group = await store.getGroup('integration-run', `integration-run.g0000${g}`);
+      expect(group?.trajectoryIds).toHaveLength(4);
+    }
+
+    await withClient(async (client) => {
+      const query = `TrajflowRun = "integration-run" AND TrajflowKind = "trajectory" AND ExecutionStatus = "Completed"`;
+      const listed = await eventually(async () => {
+        const found = [];
+        for await (const execution of client.workflow.list({ query })) found.push(execution);
+        return found.length === 16 ? found : undefined;
+      });
+      for (const execution of listed) {
+        const attrs = execution.typedSearchAttributes;
+        expect(attrs.get(SEARCH_ATTRIBUTES.status)).not.toBe('running');
+        expect(typeof attrs.get(SEARCH_ATTRIBUTES.reward)).toBe('number');
+        expect(attrs.get(SEARCH_ATTRIBUTES.turns)).toBeGreaterThan(0);
+        expect(attrs.get(SEARCH_ATTRIBUTES.policyVersion)).toBe(0);
+        expect(attrs.get(SEARCH_ATTRIBUTES.group)).toMatch(/^integration-run\.g/);
+      }
+
+      // Keep fresh histories of each workflow type for the replay test when asked to.
+      if (process.env.TRAJFLOW_RECORD_HISTORIES) {
+        mkdirSync(HISTORY_DIR, { recursive: true });
+        for (const id of ['integration-run', 'integration-run.g00000', 'integration-run.g00000.t000']) {
+          const history = await client.workflow.getHandle(id).fetchHistory();
+          writeFileSync(path.join(HISTORY_DIR, `${id}.json`), JSON.stringify(history));
+        }
+      }
+    });
+  });
+});

@@ -1,0 +1,28 @@
+/**
+ * Environment worker: polls `<prefix>-env` (session reset, reward, trajectory and group records)
+ * and its own session queue (steps and close of the sessions it holds in memory).
+ */
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { RunConfig } from '../config/schema';
+import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
+import type { Logger } from '../src/log';
+import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { sessionQueueFor, taskQueuesFor } from './taskQueues';
+
+export interface EnvWorkers {
+  workers: Worker[];
+  sessions: SessionRegistry;
+}
+
+export async function createEnvWorkers(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<EnvWorkers> {
+  const sessions = new SessionRegistry();
+  const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
+  const common = { connection, namespace: config.temporal.namespace };
+  const shared = await Worker.create({
+    ...common,
+    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).env,
+    activities: createEnvActivities({ sessions, sessionQueue, store, logger }),
+  });
+  const own = await Worker.create({ ...common, taskQueue: sessionQueue, activities: createSessionActivities({ sessions }) });
+  return { workers: [shared, own], sessions };
+}

@@ -1,0 +1,40 @@
+/**
+ * Inference worker: polls `<prefix>-inference` for `generate`. The embedded engine decodes in a
+ * worker thread, batching every concurrent `generate` into one forward pass per step, so this
+ * worker takes many activities at once (at least two batches' worth, so the engine never waits
+ * for the next request to arrive).
+ */
+import path from 'node:path';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { RunConfig } from '../config/schema';
+import { createInferenceActivities } from '../activities/inference';
+import type { InferenceProvider } from '../src/inference/provider';
+import type { Logger } from '../src/log';
+import { EngineStatsReporter } from '../src/inference/statsReporter';
+import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { taskQueuesFor } from './taskQueues';
+
+export interface InferenceWorker {
+  worker: Worker;
+  provider: InferenceProvider;
+  stats: EngineStatsReporter;
+}
+
+export async function createInferenceWorker(
+  config: RunConfig,
+  connection: NativeConnection,
+  store: TrajectoryStore,
+  provider: InferenceProvider,
+  logger: Logger,
+): Promise<InferenceWorker> {
+  const activities = createInferenceActivities({ provider, store, maxContext: config.model.maxContext, logger });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).inference,
+    activities,
+    maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
+  });
+  const stats = new EngineStatsReporter(provider, path.join(config.dataDir, 'engines'));
+  return { worker, provider, stats };
+}

@@ -1,0 +1,65 @@
+/**
+ * Starts the workers of the chosen roles in this process and runs them until shutdown. One role
+ * per process scales each alone (`trajflow worker inference` on every GPU host); `all` is the
+ * single-machine setup.
+ */
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { RunConfig } from '../config/schema';
+import { createProvider } from '../src/inference/createProvider';
+import { installTemporalLogging, Logger } from '../src/log';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { createEnvWorkers } from './envWorker';
+import { createInferenceWorker } from './inferenceWorker';
+import { createWorkflowWorker } from './workflowWorker';
+
+export const ROLES = ['workflows', 'inference', 'env', 'all'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface RunningWorkers {
+  /** Resolves when every worker has stopped. */
+  done: Promise<void>;
+  /** Stops polling, lets in-flight tasks finish, releases the engine and env sessions. */
+  shutdown(): Promise<void>;
+  /** Writes the engine counters now (the run summary reads them). */
+  flushEngineStats(): Promise<void>;
+}
+
+export async function startWorkers(config: RunConfig, role: Role, logger: Logger): Promise<RunningWorkers> {
+  installTemporalLogging(logger);
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const store = new TrajectoryStore(config.dataDir);
+  const has = (r: Role) => role === 'all' || role === r;
+
+  const workers: Worker[] = [];
+  const cleanups: (() => Promise<void> | void)[] = [];
+  let flushEngineStats = async () => undefined as void;
+
+  if (has('inference')) {
+    const provider = await createProvider(config);
+    const inference = await createInferenceWorker(config, connection, store, provider, logger.child({ role: 'inference' }));
+    inference.stats.start();
+    workers.push(inference.worker);
+    flushEngineStats = () => inference.stats.flush();
+    cleanups.push(() => inference.stats.stop(), () => provider.close());
+  }
+  if (has('env')) {
+    const env = await createEnvWorkers(config, connection, store, logger.child({ role: 'env' }));
+    workers.push(...env.workers);
+    cleanups.push(() => env.sessions.closeAll());
+  }
+  if (has('workflows')) workers.push(await createWorkflowWorker(config, connection));
+
+  const done = Promise.all(workers.map((w) => w.run())).then(async () => {
+    for (const cleanup of cleanups) await cleanup();
+    await connection.close();
+  });
+  logger.info({ role, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
+  return {
+    done,
+    flushEngineStats,
+    async shutdown() {
+      for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}

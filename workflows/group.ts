@@ -1,0 +1,81 @@
+/**
+ * A group: G trajectories of one prompt (one seeded environment instance). The controller grants
+ * trajectory slots one by one; the group starts a child trajectory per slot, frees the slot the
+ * moment that trajectory ends, and once all G have ended scores and records the group.
+ */
+import {
+  condition,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { EnvActivities } from '../activities/environment';
+import { summarizeGroup, TrajectoryOutcome } from '../src/core/groupStats';
+import type { GroupSummary } from '../src/core/records';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { admitSignal, groupFinishedSignal, slotFreedSignal } from './signals';
+import { trajectoryWorkflow } from './trajectory';
+import { episodeSpec, GroupInput } from './types';
+
+export function trajectoryIdOf(groupId: string, index: number): string {
+  return `${groupId}.t${String(index).padStart(3, '0')}`;
+}
+
+export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
+  const { groupId, groupSize } = input;
+  const { recordGroup } = proxyActivities<EnvActivities>({
+    taskQueue: input.taskQueues.env,
+    startToCloseTimeout: '1 minute',
+  });
+  const controller = getExternalWorkflowHandle(input.controllerId);
+
+  let granted = input.initialAdmits;
+  setHandler(admitSignal, (count) => {
+    granted += count;
+  });
+
+  const outcomes: TrajectoryOutcome[] = [];
+  const running: Promise<void>[] = [];
+  const searchAttributes = workflowInfo().typedSearchAttributes;
+
+  for (let index = 0; index < groupSize; index++) {
+    await condition(() => granted > index);
+    const trajectoryId = trajectoryIdOf(groupId, index);
+    const child = await startChild(trajectoryWorkflow, {
+      workflowId: trajectoryId,
+      taskQueue: input.taskQueues.workflows,
+      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed }],
+      typedSearchAttributes: searchAttributes.updateCopy([
+        { key: SEARCH_ATTRIBUTES.kind, value: 'trajectory' },
+        { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+      ]),
+      staticSummary: `trajectory ${index + 1}/${groupSize} of ${groupId}`,
+    });
+    running.push(
+      child
+        .result()
+        .then(
+          (summary): TrajectoryOutcome => ({ ok: true, summary }),
+          (err): TrajectoryOutcome => ({ ok: false, trajectoryId, reason: String(err?.cause?.message ?? err?.message ?? err) }),
+        )
+        .then(async (outcome) => {
+          outcomes.push(outcome);
+          await controller.signal(slotFreedSignal, { groupId, trajectoryId });
+        }),
+    );
+  }
+  await Promise.all(running);
+
+  // Order by trajectory id so the record does not depend on which child finished first.
+  const ordered = [...outcomes].sort((a, b) => idOf(a).localeCompare(idOf(b)));
+  const summary = summarizeGroup(input.runId, groupId, ordered);
+  await recordGroup(summary);
+  await controller.signal(groupFinishedSignal, summary);
+  return summary;
+}
+
+function idOf(outcome: TrajectoryOutcome): string {
+  return outcome.ok ? outcome.summary.trajectoryId : outcome.trajectoryId;
+}

@@ -1,0 +1,48 @@
+/** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
+import type { EnvConfig, SamplingConfig } from '../config/schema';
+
+export interface TaskQueues {
+  workflows: string;
+  inference: string;
+  env: string;
+}
+
+/** Everything a trajectory needs to know, identical for the G members of a group but the index. */
+export interface EpisodeSpec {
+  runId: string;
+  runSeed: number;
+  env: EnvConfig;
+  agent: { name: string; maxTurns: number };
+  sampling: SamplingConfig;
+  taskQueues: TaskQueues;
+}
+
+export interface TrajectoryInput extends EpisodeSpec {
+  groupId: string;
+  trajectoryId: string;
+  /** Seeds the environment instance (map and slips): the group's "prompt". */
+  envSeed: number;
+}
+
+export interface GroupInput extends EpisodeSpec {
+  groupId: string;
+  groupIndex: number;
+  groupSize: number;
+  envSeed: number;
+  /** Workflow id of the rollout controller that hands out trajectory slots. */
+  controllerId: string;
+  /** Slots granted at start; more arrive by the `admit` signal. */
+  initialAdmits: number;
+}
+
+export interface RolloutInput extends EpisodeSpec {
+  groups: number;
+  groupSize: number;
+  maxConcurrency: number;
+}
+
+/** The shared episode fields of a larger input, without its own extras. */
+export function episodeSpec(input: EpisodeSpec): EpisodeSpec {
+  const { runId, runSeed, env, agent, sampling, taskQueues } = input;
+  return { runId, runSeed, env, agent, sampling, taskQueues };
+}
