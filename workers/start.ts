@@ -6,6 +6,7 @@
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createProvider } from '../src/inference/createProvider';
+import type { InferenceProvider } from '../src/inference/provider';
 import { installTemporalLogging, Logger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { createEnvWorkers } from './envWorker';
@@ -24,7 +25,12 @@ export interface RunningWorkers {
   flushEngineStats(): Promise<void>;
 }
 
-export async function startWorkers(config: RunConfig, role: Role, logger: Logger): Promise<RunningWorkers> {
+export interface StartOptions {
+  /** Inference backend to serve; by default the one the config names (the embedded engine). */
+  provider?: InferenceProvider;
+}
+
+export async function startWorkers(config: RunConfig, role: Role, logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
   installTemporalLogging(logger);
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   const store = new TrajectoryStore(config.dataDir);
@@ -35,7 +41,7 @@ export async function startWorkers(config: RunConfig, role: Role, logger: Logger
   let flushEngineStats = async () => undefined as void;
 
   if (has('inference')) {
-    const provider = await createProvider(config);
+    const provider = options.provider ?? (await createProvider(config));
     const inference = await createInferenceWorker(config, connection, store, provider, logger.child({ role: 'inference' }));
     inference.stats.start();
     workers.push(inference.worker);

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer, stopDevServer } from '../../src/temporal/devServer';
-import { freePort } from './ports';
+import { freePort } from '../../src/ports';
 
 export default async function globalSetup(): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-test-'));

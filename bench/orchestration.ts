@@ -1,0 +1,139 @@
+/**
+ * What Temporal adds per activity: FrozenLake episodes with a zero-latency model stand-in, once
+ * through the durable workflows on a real dev server and once as the same loop of the same
+ * activity functions called in-process, measured side by side in one run.
+ */
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { parseRunConfig } from '../config/load';
+import type { RunConfig } from '../config/schema';
+import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
+import { createInferenceActivities } from '../activities/inference';
+import { getAgent } from '../src/agents/registry';
+import { runRollout } from '../src/cli/runRollout';
+import type { ChatMessage } from '../src/core/tokenizer';
+import { createLogger } from '../src/log';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { startDevServer, stopDevServer } from '../src/temporal/devServer';
+import { envSeedOf } from '../workflows/rollout';
+import { trajectoryIdOf } from '../workflows/group';
+import { groupIdOf } from '../workflows/rollout';
+import { startWorkers } from '../workers/start';
+import { ZeroLatencyProvider } from './zeroLatencyProvider';
+import { freePort } from '../src/ports';
+import { percentile } from './stats';
+
+export interface OrchestrationResult {
+  activities: number;
+  temporalMedianMs: number;
+  temporalP99Ms: number;
+  inProcessMedianMs: number;
+  inProcessP99Ms: number;
+  temporalEpisodeMs: number;
+  inProcessEpisodeMs: number;
+}
+
+/** Scheduled-to-completed time of every activity in one workflow history. */
+async function activityLatencies(client: Client, workflowId: string): Promise<number[]> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const scheduledAt = new Map<string, number>();
+  const latencies: number[] = [];
+  const ms = (t: any) => Number(t.seconds) * 1000 + t.nanos / 1e6;
+  for (const event of history.events ?? []) {
+    if (event.activityTaskScheduledEventAttributes) scheduledAt.set(String(event.eventId), ms(event.eventTime));
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (completed) latencies.push(ms(event.eventTime) - scheduledAt.get(String(completed.scheduledEventId))!);
+  }
+  return latencies;
+}
+
+/** The trajectory loop of workflows/trajectory.ts, minus Temporal: same activities, same order. */
+async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryId: string, envSeed: number, timings: number[]): Promise<void> {
+  const logger = createLogger('bench');
+  logger.level = 'warn';
+  const store = new TrajectoryStore(config.dataDir);
+  const sessions = new SessionRegistry();
+  const env = createEnvActivities({ sessions, sessionQueue: 'in-process', store, logger });
+  const session = createSessionActivities({ sessions });
+  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, maxContext: config.model.maxContext, logger });
+  const timed = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    const value = await fn();
+    timings.push(performance.now() - start);
+    return value;
+  };
+  const agent = getAgent(config.agent.name);
+  const sessionId = `${trajectoryId}.s0`;
+  const opened = await timed(() => env.envReset({ sessionId, env: config.env, envSeed, replayActions: [] }));
+  let messages: ChatMessage[] = [{ role: 'system', content: agent.systemPrompt }, { role: 'user', content: agent.renderObservation(opened.observation) }];
+  let steps = 0;
+  let envReturn = 0;
+  for (let turn = 0; turn < config.agent.maxTurns; turn++) {
+    const reply = await timed(() => generate({ runId, runSeed: config.run.seed, trajectoryId, turn, messages, sampling: config.sampling }));
+    const parsed = agent.parseAction(reply.text);
+    if (!parsed.ok) throw new Error('the stand-in always answers in format');
+    const result = await timed(() => session.envStep({ sessionId, stepIndex: steps++, action: parsed.action }));
+    envReturn += result.reward;
+    if (result.done) break;
+    messages = [{ role: 'user', content: agent.renderObservation(result.observation) }];
+  }
+  await timed(() => session.envClose({ sessionId }));
+  await timed(() => env.computeReward({ envReturn }));
+}
+
+export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise<OrchestrationResult> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-'));
+  const server = await startDevServer({ dataDir, port: await freePort(), headless: true });
+  const logger = createLogger('bench');
+  logger.level = 'warn';
+  try {
+    const config = parseRunConfig({
+      dataDir,
+      temporal: { address: server.address, taskQueuePrefix: 'bench' },
+      env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 12 },
+      agent: { maxTurns: 12 },
+      // One trajectory at a time: latency per activity, not contention, is what is measured.
+      rollout: { groups, groupSize, maxConcurrency: 1 },
+    });
+    const workers = await startWorkers(config, 'all', logger, { provider: new ZeroLatencyProvider() });
+    const runId = 'bench-orchestration';
+    let summary;
+    try {
+      summary = await runRollout(config, { runId, local: false, logger });
+    } finally {
+      await workers.shutdown();
+    }
+    const connection = await Connection.connect({ address: server.address });
+    const temporal: number[] = [];
+    try {
+      const client = new Client({ connection });
+      for (let g = 0; g < groups; g++) {
+        for (let t = 0; t < groupSize; t++) temporal.push(...(await activityLatencies(client, trajectoryIdOf(groupIdOf(runId, g), t))));
+      }
+    } finally {
+      await connection.close();
+    }
+
+    const inProcess: number[] = [];
+    const started = performance.now();
+    for (let g = 0; g < groups; g++) {
+      for (let t = 0; t < groupSize; t++) {
+        await runEpisodeInProcess(config, 'bench-in-process', trajectoryIdOf(groupIdOf('bench-in-process', g), t), envSeedOf(config.run.seed, g), inProcess);
+      }
+    }
+    const episodes = groups * groupSize;
+    return {
+      activities: temporal.length,
+      temporalMedianMs: percentile(temporal, 50),
+      temporalP99Ms: percentile(temporal, 99),
+      inProcessMedianMs: percentile(inProcess, 50),
+      inProcessP99Ms: percentile(inProcess, 99),
+      temporalEpisodeMs: (summary.wallSeconds * 1000) / episodes,
+      inProcessEpisodeMs: (performance.now() - started) / episodes,
+    };
+  } finally {
+    await stopDevServer(dataDir);
+  }
+}
