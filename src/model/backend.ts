@@ -1,0 +1,32 @@
+/**
+ * tfjs on its WebAssembly backend (XNNPACK kernels; works offline in Node), plus the one capability
+ * the engine needs beyond tfjs's public ops: writing into a tensor it owns, in place.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+// Importing the package registers the 'wasm' backend.
+import { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
+
+let ready: Promise<void> | undefined;
+
+/** Selects the wasm backend once per thread; every caller awaits the same initialization. */
+export function initBackend(): Promise<void> {
+  ready ??= (async () => {
+    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs could not initialize its wasm backend');
+    await tf.ready();
+  })();
+  return ready;
+}
+
+/**
+ * A live Float32Array over a float32 tensor's memory on the wasm heap. The KV cache writes each
+ * step's keys and values through it, at each row's own position, instead of rebuilding a
+ * multi-megabyte tensor per step. Only for tensors the caller owns exclusively (never a weight or a
+ * view shared with another tensor), and only until the next tfjs allocation, which may grow the heap
+ * and detach the view: take it right before use.
+ */
+export function heapView(tensor: tf.Tensor): Float32Array {
+  const backend = tf.backend();
+  if (!(backend instanceof BackendWasm)) throw new Error('heapView needs the wasm backend (call initBackend first)');
+  if (tensor.dtype !== 'float32') throw new Error(`heapView needs a float32 tensor, got ${tensor.dtype}`);
+  return backend.typedArrayFromHeap(tensor) as Float32Array;
+}

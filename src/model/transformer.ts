@@ -1,0 +1,256 @@
+/**
+ * The policy network: a pre-LayerNorm decoder-only transformer with learned absolute positions, a
+ * ReLU MLP (one op, unlike GELU's six) and an untied LM head. Linear layers have no biases.
+ *
+ *   x_0 = E[token] + P[position]
+ *   x  += Attention(LN1(x)) W_o            (causal, nHeads heads)
+ *   x  += relu(LN2(x) W_1) W_2
+ *   logits = LN_f(x) W_head
+ *
+ * Two forward paths share the blocks:
+ * - full sequence (`tokenLogprobs`, `prefill`): ops that all have gradients on wasm, for the trainer;
+ * - incremental (`decodeStep`): one new token per running sequence against a KVCache, for the engine.
+ *   Its op count does not depend on the batch size, and every op is row-independent, so a sequence's
+ *   logits are bit-identical whatever else is in the batch.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { heapView } from './backend';
+import { headDim, type ModelConfig } from './config';
+import type { KVCache, SequenceKV } from './kvCache';
+import { layerParam, parameterSpecs, type ModelWeights } from './weights';
+
+/** Weights as tensors (tf.Variables work too, for training). */
+export interface TensorWeights {
+  config: ModelConfig;
+  params: Readonly<Record<string, tf.Tensor>>;
+}
+
+const LAYER_NORM_EPSILON = 1e-5;
+/** Added to the score of a position a query may not attend to: exp(MASKED - max) is exactly 0. */
+const MASKED = -1e9;
+/** Columns per partial sum in cached attention; must divide the cache's CHUNK. */
+const SUM_BLOCK = 16;
+
+export function toTensorWeights({ config, params }: ModelWeights): TensorWeights {
+  const tensors: Record<string, tf.Tensor> = {};
+  for (const { name, shape } of parameterSpecs(config)) tensors[name] = tf.tensor(params[name], [...shape], 'float32');
+  return { config, params: tensors };
+}
+
+export function disposeTensorWeights(weights: TensorWeights): void {
+  tf.dispose(Object.values(weights.params));
+}
+
+/**
+ * log p(ids[i] | ids[<i]) at `temperature` for i = 1..n-1 (so n-1 values), differentiable with
+ * respect to the weights. Call inside tf.tidy or a gradient function.
+ */
+export function tokenLogprobs(weights: TensorWeights, ids: readonly number[], temperature: number): tf.Tensor1D {
+  if (ids.length < 2) throw new Error(`tokenLogprobs needs at least 2 tokens, got ${ids.length}`);
+  if (!(Number.isFinite(temperature) && temperature > 0)) throw new Error(`temperature must be > 0, got ${temperature}`);
+  assertSequence(weights.config, ids);
+  const { vocabSize } = weights.config;
+  const { hidden } = forwardSequence(weights, ids.slice(0, -1));
+  const logprobs = tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature));
+  // Picks each target's logprob with a one-hot mask: gather has no gradient on wasm.
+  const targets = oneHot(ids.slice(1), vocabSize);
+  return tf.sum(tf.mul(logprobs, targets), 1) as tf.Tensor1D;
+}
+
+/** `tokenLogprobs` as plain numbers, for checking recorded behaviour logprobs. */
+export function sequenceLogprobs(weights: TensorWeights, ids: readonly number[], temperature: number): Float32Array {
+  const logprobs = tf.tidy(() => tokenLogprobs(weights, ids, temperature));
+  const values = logprobs.dataSync() as Float32Array;
+  logprobs.dispose();
+  return values;
+}
+
+/** Runs a prompt through the model: next-token logits after its last token, and its keys and values. */
+export function prefill(weights: TensorWeights, ids: readonly number[]): { logits: Float32Array; kv: SequenceKV } {
+  const { dModel } = weights.config;
+  const outputs = tf.tidy(() => {
+    const { hidden, keys, values } = forwardSequence(weights, ids);
+    const last = tf.slice(hidden, [ids.length - 1, 0], [1, dModel]);
+    return { logits: tf.matMul(last, param(weights, 'head')), keys, values };
+  });
+  const read = (t: tf.Tensor) => t.dataSync() as Float32Array;
+  const result = {
+    logits: read(outputs.logits),
+    kv: { length: ids.length, keys: outputs.keys.map(read), values: outputs.values.map(read) },
+  };
+  tf.dispose([outputs.logits, ...outputs.keys, ...outputs.values]);
+  return result;
+}
+
+/**
+ * One decode step for every row of `cache`: `tokens[r]` enters row r at position cache.lengths[r];
+ * its keys and values are written into the cache, which then advances. Returns next-token logits,
+ * [B, vocab] row-major.
+ */
+export function decodeStep(weights: TensorWeights, cache: KVCache, tokens: Int32Array): Float32Array {
+  const { config } = weights;
+  const { dModel: D, nLayers, vocabSize } = config;
+  const B = cache.rows;
+  if (tokens.length !== B) throw new Error(`decodeStep got ${tokens.length} tokens for ${B} cache rows`);
+  const logits = tf.tidy(() => {
+    let x: tf.Tensor = tf.tensor2d(embedRows(weights, tokens, cache.lengths), [B, D]);
+    const maskBias = attentionMask(cache);
+    for (let l = 0; l < nLayers; l++) {
+      const p = (name: string) => param(weights, layerParam(l, name));
+      const qkv = tf.matMul(layerNorm(x, p('ln1.gain'), p('ln1.bias')), p('attn.wqkv'));
+      // The host needs this step's keys and values for the cache anyway; it also cuts out the
+      // queries (scaled), which is cheaper than tf's slice kernel on wasm.
+      const host = qkv.dataSync() as Float32Array;
+      cache.write(l, host);
+      const queries = tf.tensor3d(scaledQueries(host, B, config), [B, 1, D]);
+      const attended = cachedAttention(queries, cache.layerKeys(l), cache.layerValuesT(l), maskBias, config);
+      x = tf.add(x, tf.matMul(attended, p('attn.wo')));
+      x = tf.add(x, mlp(weights, l, x));
+    }
+    return tf.matMul(layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias')), param(weights, 'head'));
+  });
+  const values = logits.dataSync() as Float32Array;
+  logits.dispose();
+  cache.advance();
+  if (values.length !== B * vocabSize) throw new Error('decodeStep: logits have an unexpected shape');
+  return values;
+}
+
+/**
+ * x_0 = E[token] + P[position] per row, read from the embedding tensors' memory: a few floats per
+ * row, where tf's gather kernel costs ~100 µs on wasm.
+ */
+function embedRows(weights: TensorWeights, tokens: Int32Array, positions: Readonly<Int32Array>): Float32Array {
+  const { dModel: D, vocabSize, maxContext } = weights.config;
+  const E = heapView(param(weights, 'embed.tokens'));
+  const P = heapView(param(weights, 'embed.positions'));
+  const x = new Float32Array(tokens.length * D);
+  tokens.forEach((token, row) => {
+    const position = positions[row];
+    if (!(token >= 0 && token < vocabSize && position < maxContext)) throw new Error(`decodeStep: token ${token} at position ${position} is out of range`);
+    for (let f = 0; f < D; f++) x[row * D + f] = E[token * D + f] + P[position * D + f];
+  });
+  return x;
+}
+
+/** The query columns (0..D-1) of each row of qkv [B, 3D], times 1/sqrt(headDim). */
+function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float32Array {
+  const D = config.dModel;
+  const scale = 1 / Math.sqrt(headDim(config));
+  const q = new Float32Array(B * D);
+  for (let row = 0; row < B; row++) {
+    for (let f = 0; f < D; f++) q[row * D + f] = qkv[row * 3 * D + f] * scale;
+  }
+  return q;
+}
+
+/** Hidden states after the final LayerNorm, [T, D], and each layer's keys and values, [T, D]. */
+function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
+  const { vocabSize, dModel: D, nLayers } = weights.config;
+  const T = ids.length;
+  assertSequence(weights.config, ids);
+  // Token embedding as oneHot(ids) E rather than a gather, which has no gradient on wasm.
+  let x = tf.add(tf.matMul(oneHot(ids, vocabSize), param(weights, 'embed.tokens')), tf.slice(param(weights, 'embed.positions'), [0, 0], [T, D]));
+  const mask = causalMask(T);
+  const keys: tf.Tensor[] = [];
+  const values: tf.Tensor[] = [];
+  for (let l = 0; l < nLayers; l++) {
+    const p = (name: string) => param(weights, layerParam(l, name));
+    const qkv = tf.matMul(layerNorm(x, p('ln1.gain'), p('ln1.bias')), p('attn.wqkv'));
+    const [q, k, v] = tf.split(qkv, 3, 1);
+    keys.push(k);
+    values.push(v);
+    x = tf.add(x, tf.matMul(causalAttention(q, k, v, mask, weights.config), p('attn.wo')));
+    x = tf.add(x, mlp(weights, l, x));
+  }
+  const hidden = layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias'));
+  return { hidden, keys, values };
+}
+
+/**
+ * softmax(q k^T / sqrt(headDim) + mask) v per head, over a whole sequence: q, k, v [T, D] -> [T, D].
+ * Heads move to the batch axis; transposes are explicit because matMul's transpose flags make its
+ * backward pass ~10x slower on wasm.
+ */
+function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, mask: tf.Tensor, config: ModelConfig): tf.Tensor {
+  const { nHeads: H, dModel: D } = config;
+  const hd = headDim(config);
+  const T = q.shape[0];
+  const split = (t: tf.Tensor, perm: number[]) => tf.transpose(tf.reshape(t, [T, H, hd]), perm);
+  const scores = tf.matMul(split(tf.mul(q, 1 / Math.sqrt(hd)), [1, 0, 2]), split(k, [1, 2, 0])); // [H, T, T]
+  const probs = tf.softmax(tf.add(scores, mask));
+  const out = tf.matMul(probs, split(v, [1, 0, 2])); // [H, T, hd]
+  return tf.reshape(tf.transpose(out, [1, 0, 2]), [T, D]);
+}
+
+/**
+ * The same attention for one new query per row against the cache: queries [B, 1, D] (already
+ * scaled by 1/sqrt(hd)), keys [B, C, D], valuesT [B, H, hd, C], maskBias [B, 1, C] -> [B, D].
+ * Built from elementwise ops and innermost-axis reductions (wasm's batched matMul is a slow scalar
+ * loop), each computing row b from row b alone. Reductions over the C axis only ever append
+ * trailing zeros (masked or empty columns), which leave the sums unchanged, so a row's result does
+ * not depend on the capacity either.
+ */
+function cachedAttention(queries: tf.Tensor, keys: tf.Tensor3D, valuesT: tf.Tensor4D, maskBias: tf.Tensor, config: ModelConfig): tf.Tensor {
+  const { nHeads: H, dModel: D } = config;
+  const hd = headDim(config);
+  const [B, C] = keys.shape;
+  if (C % SUM_BLOCK !== 0) throw new Error(`cache capacity ${C} is not a multiple of ${SUM_BLOCK}`);
+  // scores[b, h, c] = sum_j q[b, h*hd + j] keys[b, c, h*hd + j]
+  const products = tf.mul(queries, keys);
+  const scores = tf.transpose(tf.sum(tf.reshape(products, [B, C, H, hd]), -1), [0, 2, 1]); // [B, H, C]
+  const probs = tf.softmax(tf.add(scores, maskBias));
+  // out[b, h*hd + j] = sum_c probs[b, h, c] valuesT[b, h, j, c], summed over blocks of SUM_BLOCK
+  // columns, then over the blocks: wasm's Sum is a sequential loop, latency-bound on long rows, and
+  // this is ~2x faster than one long sum. Block edges are fixed columns, so the order of additions
+  // is the same for every capacity.
+  const weighted = tf.mul(tf.reshape(probs, [B, H, 1, C]), valuesT);
+  const out = tf.sum(tf.sum(tf.reshape(weighted, [B, H, hd, C / SUM_BLOCK, SUM_BLOCK]), -1), -1); // [B, H, hd]
+  return tf.reshape(out, [B, D]);
+}
+
+/** [T, T]: 0 where query i may see key j (j <= i), MASKED above the diagonal. */
+function causalMask(T: number): tf.Tensor {
+  const bias = new Float32Array(T * T);
+  for (let i = 0; i < T; i++) bias.fill(MASKED, i * T + i + 1, (i + 1) * T);
+  return tf.tensor2d(bias, [T, T]);
+}
+
+/** [B, 1, C]: 0 for the columns row b holds, including the token written this step; MASKED after. */
+function attentionMask(cache: KVCache): tf.Tensor {
+  const C = cache.capacity;
+  const bias = new Float32Array(cache.rows * C);
+  cache.lengths.forEach((position, row) => bias.fill(MASKED, row * C + position + 1, (row + 1) * C));
+  return tf.tensor3d(bias, [cache.rows, 1, C]);
+}
+
+function assertSequence({ vocabSize, maxContext }: ModelConfig, ids: readonly number[]): void {
+  if (ids.length < 1 || ids.length > maxContext) throw new Error(`sequence of ${ids.length} tokens does not fit the context (1..${maxContext})`);
+  const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+  if (bad >= 0) throw new Error(`token ${ids[bad]} at index ${bad} is outside the vocabulary (0..${vocabSize - 1})`);
+}
+
+/** [n, depth] float32 one-hot rows. (wasm's OneHot kernel writes int bits when asked for float32: cast instead.) */
+function oneHot(ids: readonly number[], depth: number): tf.Tensor {
+  return tf.cast(tf.oneHot(tf.tensor1d(ids as number[], 'int32'), depth), 'float32');
+}
+
+/** y = (x - mean) / sqrt(var + eps) * gain + bias, statistics over the feature axis of x [N, D]. */
+function layerNorm(x: tf.Tensor, gain: tf.Tensor, bias: tf.Tensor): tf.Tensor {
+  const mean = tf.mean(x, -1, true);
+  const centered = tf.sub(x, mean);
+  const variance = tf.mean(tf.square(centered), -1, true);
+  return tf.add(tf.mul(tf.mul(centered, tf.rsqrt(tf.add(variance, LAYER_NORM_EPSILON))), gain), bias);
+}
+
+/** relu(LN2(x) W_1) W_2 of block `layer`. */
+function mlp(weights: TensorWeights, layer: number, x: tf.Tensor): tf.Tensor {
+  const p = (name: string) => param(weights, layerParam(layer, name));
+  return tf.matMul(tf.relu(tf.matMul(layerNorm(x, p('ln2.gain'), p('ln2.bias')), p('mlp.w1'))), p('mlp.w2'));
+}
+
+function param(weights: TensorWeights, name: string): tf.Tensor {
+  const tensor = weights.params[name];
+  if (!tensor) throw new Error(`missing parameter '${name}'`);
+  return tensor;
+}

@@ -1,0 +1,220 @@
+/**
+ * The policy's parameters as plain Float32Arrays (host memory, cheap to post between threads):
+ * their names and shapes, seeded initialization, and the one-file checkpoint format.
+ *
+ * Checkpoint file = one JSON header line (format, config, policy version, each tensor's name, shape
+ * and byte offset) + '\n' + every tensor's values as little-endian float32, in header order.
+ */
+import { rename, readFile, writeFile } from 'node:fs/promises';
+import { createRng, hashString, type Rng } from '../core/random';
+import { configDifferences, configProblem, type ModelConfig } from './config';
+
+export interface ModelWeights {
+  config: ModelConfig;
+  params: Readonly<Record<string, Float32Array>>;
+}
+
+export interface Checkpoint {
+  weights: ModelWeights;
+  policyVersion: number;
+}
+
+/** How a parameter starts: a constant, or normal(0, std). */
+type Init = { kind: 'const'; value: number } | { kind: 'normal'; std: number };
+
+export interface ParamSpec {
+  name: string;
+  shape: readonly number[];
+  init: Init;
+}
+
+/** Name of a parameter of transformer block `layer`. */
+export function layerParam(layer: number, name: string): string {
+  return `layers.${layer}.${name}`;
+}
+
+/**
+ * Every parameter, in checkpoint order. GPT-2 initialization: normal(0, 0.02), with the two
+ * projections that write into the residual stream scaled by 1/sqrt(2 nLayers) so its variance stays
+ * O(1) with depth; LayerNorms start as identity. Linear layers have no biases.
+ */
+export function parameterSpecs(config: ModelConfig): ParamSpec[] {
+  const { vocabSize: V, dModel: D, dFF: F, nLayers, maxContext } = config;
+  const normal = (std: number): Init => ({ kind: 'normal', std });
+  const ones: Init = { kind: 'const', value: 1 };
+  const zeros: Init = { kind: 'const', value: 0 };
+  const residualStd = 0.02 / Math.sqrt(2 * nLayers);
+  const specs: ParamSpec[] = [
+    { name: 'embed.tokens', shape: [V, D], init: normal(0.02) },
+    { name: 'embed.positions', shape: [maxContext, D], init: normal(0.02) },
+  ];
+  for (let l = 0; l < nLayers; l++) {
+    specs.push(
+      { name: layerParam(l, 'ln1.gain'), shape: [D], init: ones },
+      { name: layerParam(l, 'ln1.bias'), shape: [D], init: zeros },
+      // Columns: [q | k | v], each head-major (head h owns columns h*headDim .. (h+1)*headDim-1).
+      { name: layerParam(l, 'attn.wqkv'), shape: [D, 3 * D], init: normal(0.02) },
+      { name: layerParam(l, 'attn.wo'), shape: [D, D], init: normal(residualStd) },
+      { name: layerParam(l, 'ln2.gain'), shape: [D], init: ones },
+      { name: layerParam(l, 'ln2.bias'), shape: [D], init: zeros },
+      { name: layerParam(l, 'mlp.w1'), shape: [D, F], init: normal(0.02) },
+      { name: layerParam(l, 'mlp.w2'), shape: [F, D], init: normal(residualStd) },
+    );
+  }
+  specs.push(
+    { name: 'final.ln.gain', shape: [D], init: ones },
+    { name: 'final.ln.bias', shape: [D], init: zeros },
+    // Untied from embed.tokens: a [D, V] matrix used as is, so no transpose in forward or backward.
+    { name: 'head', shape: [D, V], init: normal(0.02) },
+  );
+  return specs;
+}
+
+const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+/**
+ * Fresh weights, a pure function of (config, seed). Each tensor draws from its own stream seeded by
+ * hash("seed:name"), so adding a layer does not reshuffle the others.
+ */
+export function initWeights(config: ModelConfig, seed: number): ModelWeights {
+  const params: Record<string, Float32Array> = {};
+  for (const { name, shape, init } of parameterSpecs(config)) {
+    const values = new Float32Array(size(shape));
+    if (init.kind === 'const') values.fill(init.value);
+    else fillNormal(values, init.std, createRng(hashString(`${seed}:${name}`)));
+    params[name] = values;
+  }
+  return { config, params };
+}
+
+/** Box-Muller: two uniforms -> two independent N(0, std^2) draws; 1 - u keeps log's argument in (0, 1]. */
+function fillNormal(out: Float32Array, std: number, rng: Rng): void {
+  for (let i = 0; i < out.length; i += 2) {
+    const radius = std * Math.sqrt(-2 * Math.log(1 - rng()));
+    const angle = 2 * Math.PI * rng();
+    out[i] = radius * Math.cos(angle);
+    if (i + 1 < out.length) out[i + 1] = radius * Math.sin(angle);
+  }
+}
+
+/** Why `weights` does not fit its config (missing, extra or wrongly sized tensors), or undefined. */
+export function weightsProblem(weights: ModelWeights): string | undefined {
+  const configIssue = configProblem(weights.config);
+  if (configIssue) return `bad config: ${configIssue}`;
+  const specs = parameterSpecs(weights.config);
+  for (const { name, shape } of specs) {
+    const values = weights.params[name];
+    if (!(values instanceof Float32Array)) return `missing tensor '${name}'`;
+    if (values.length !== size(shape)) return `tensor '${name}' has ${values.length} values, expected ${size(shape)} for shape [${shape}]`;
+  }
+  const extra = Object.keys(weights.params).filter((name) => !specs.some((spec) => spec.name === name));
+  if (extra.length > 0) return `unexpected tensor(s) ${extra.join(', ')}`;
+  return undefined;
+}
+
+/** Throws unless `weights` fits `config` exactly. */
+export function assertWeightsFit(weights: ModelWeights, config: ModelConfig): void {
+  const problem = weightsProblem(weights);
+  if (problem) throw new Error(`invalid weights: ${problem}`);
+  const differences = configDifferences(weights.config, config);
+  if (differences.length > 0) throw new Error(`weights are for another architecture: ${differences.join(', ')}`);
+}
+
+const FORMAT = 'trajflow-checkpoint/1';
+/** A header line longer than this means the file is not a checkpoint. */
+const MAX_HEADER_BYTES = 1 << 20;
+
+interface Header {
+  format: string;
+  config: ModelConfig;
+  policyVersion: number;
+  tensors: { name: string; shape: number[]; offset: number }[];
+  dataBytes: number;
+}
+
+export function encodeCheckpoint({ weights, policyVersion }: Checkpoint): Buffer {
+  const problem = weightsProblem(weights);
+  if (problem) throw new Error(`cannot save invalid weights: ${problem}`);
+  if (!Number.isSafeInteger(policyVersion) || policyVersion < 0) {
+    throw new Error(`policyVersion must be a non-negative integer, got ${policyVersion}`);
+  }
+  const specs = parameterSpecs(weights.config);
+  let offset = 0;
+  const tensors = specs.map(({ name, shape }) => {
+    const entry = { name, shape: [...shape], offset };
+    offset += 4 * size(shape);
+    return entry;
+  });
+  const header: Header = { format: FORMAT, config: weights.config, policyVersion, tensors, dataBytes: offset };
+  const headerBytes = Buffer.from(`${JSON.stringify(header)}\n`, 'utf8');
+  const data = Buffer.alloc(offset);
+  for (const { name, offset: start } of tensors) {
+    weights.params[name].forEach((value, i) => data.writeFloatLE(value, start + 4 * i));
+  }
+  return Buffer.concat([headerBytes, data]);
+}
+
+/** Parses and validates checkpoint bytes; `source` (the file name) prefixes every error. */
+export function decodeCheckpoint(bytes: Buffer, source: string): Checkpoint {
+  const fail = (problem: string): never => {
+    throw new Error(`checkpoint ${source}: ${problem}`);
+  };
+  const newline = bytes.indexOf(0x0a);
+  if (newline < 0 || newline > MAX_HEADER_BYTES) fail('no JSON header line (not a trajflow checkpoint?)');
+  let header: Header;
+  try {
+    header = JSON.parse(bytes.subarray(0, newline).toString('utf8'));
+  } catch (err) {
+    return fail(`header is not valid JSON (${(err as Error).message})`);
+  }
+  if (header?.format !== FORMAT) fail(`format is ${JSON.stringify(header?.format)}, expected "${FORMAT}"`);
+  const configIssue = configProblem(header.config);
+  if (configIssue) fail(`bad config in header: ${configIssue}`);
+  if (!Number.isSafeInteger(header.policyVersion) || header.policyVersion < 0) {
+    fail(`policyVersion must be a non-negative integer, got ${JSON.stringify(header.policyVersion)}`);
+  }
+  const specs = parameterSpecs(header.config);
+  if (!Array.isArray(header.tensors) || header.tensors.length !== specs.length) {
+    fail(`header lists ${header.tensors?.length ?? 'no'} tensors, the config needs ${specs.length}`);
+  }
+  const dataStart = newline + 1;
+  let expectedOffset = 0;
+  const params: Record<string, Float32Array> = {};
+  specs.forEach(({ name, shape }, i) => {
+    const entry = header.tensors[i];
+    if (entry?.name !== name || JSON.stringify(entry.shape) !== JSON.stringify(shape) || entry.offset !== expectedOffset) {
+      fail(`tensor #${i} is ${JSON.stringify(entry)}, expected '${name}' of shape [${shape}] at offset ${expectedOffset}`);
+    }
+    expectedOffset += 4 * size(shape);
+  });
+  if (header.dataBytes !== expectedOffset) fail(`header says ${header.dataBytes} data bytes, the tensors need ${expectedOffset}`);
+  const actualBytes = bytes.length - dataStart;
+  if (actualBytes < expectedOffset) fail(`truncated: ${actualBytes} data bytes, expected ${expectedOffset}`);
+  if (actualBytes > expectedOffset) fail(`${actualBytes - expectedOffset} unexpected bytes after the tensor data`);
+  specs.forEach(({ name, shape }, t) => {
+    const start = dataStart + header.tensors[t].offset;
+    const values = new Float32Array(size(shape));
+    for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(start + 4 * i);
+    const bad = values.findIndex((value) => !Number.isFinite(value));
+    if (bad >= 0) fail(`tensor '${name}' holds a non-finite value (${values[bad]}) at index ${bad}`);
+    params[name] = values;
+  });
+  return { weights: { config: header.config, params }, policyVersion: header.policyVersion };
+}
+
+/** Writes beside the target then renames, so a reader never sees a half-written checkpoint. */
+export async function saveCheckpoint(file: string, checkpoint: Checkpoint): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  await writeFile(temp, encodeCheckpoint(checkpoint));
+  await rename(temp, file);
+}
+
+export async function loadCheckpoint(file: string): Promise<Checkpoint> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(file);
+  } catch (err) {
+    throw new Error(`checkpoint ${file}: cannot read (${(err as Error).message})`);
+  }
+  return decodeCheckpoint(bytes, file);
+}
