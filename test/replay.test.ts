@@ -6,20 +6,24 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 
 const HISTORY_DIR = path.join(__dirname, 'histories');
 
 describe('workflow replay', () => {
   const files = readdirSync(HISTORY_DIR).filter((f) => f.endsWith('.json'));
+  const histories = files.map((f) => ({
+    workflowId: f.replace(/\.json$/, ''),
+    history: historyFromJSON(JSON.parse(readFileSync(path.join(HISTORY_DIR, f), 'utf8'))),
+  }));
 
   it('has recorded histories of every workflow type', () => {
-    const types = files.map((f) => JSON.parse(readFileSync(path.join(HISTORY_DIR, f), 'utf8')).events[0].workflowExecutionStartedEventAttributes.workflowType.name);
+    const types = histories.map(({ history }) => history.events?.[0].workflowExecutionStartedEventAttributes?.workflowType?.name);
     expect(new Set(types)).toEqual(new Set(['rolloutWorkflow', 'groupWorkflow', 'trajectoryWorkflow']));
   });
 
   it('replays them all without nondeterminism', async () => {
-    const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: JSON.parse(readFileSync(path.join(HISTORY_DIR, f), 'utf8')) }));
     const bundlePath = process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE!;
     let replayed = 0;
     for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: bundlePath } }, histories)) {

@@ -5,6 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { buildTrainingSequence } from '../src/core/sequence';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -74,7 +75,7 @@ describe('rollout on the dev server', () => {
         mkdirSync(HISTORY_DIR, { recursive: true });
         for (const id of ['integration-run', 'integration-run.g00000', 'integration-run.g00000.t000']) {
           const history = await client.workflow.getHandle(id).fetchHistory();
-          writeFileSync(path.join(HISTORY_DIR, `${id}.json`), JSON.stringify(history));
+          writeFileSync(path.join(HISTORY_DIR, `${id}.json`), historyToJSON(history));
         }
       }
     });
