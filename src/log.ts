@@ -30,8 +30,13 @@ export function installTemporalLogging(logger: Logger): void {
   if (installed) return;
   installed = true;
   const temporal = logger.child({ component: 'temporal' });
+  // Temporal's INFO lines (worker state changes, the bundler's report) drown trajflow's own; they
+  // show with TRAJFLOW_LOG_LEVEL=debug.
+  const level: LogLevel = logger.isLevelEnabled('debug') ? 'DEBUG' : 'WARN';
   Runtime.install({
-    logger: new DefaultLogger('INFO', ({ level, message, meta }) => {
+    logger: new DefaultLogger(level, ({ level, message, meta }) => {
+      // Expected for role-specific workers, which register only workflows or only activities.
+      if (/^No (workflows|activities) registered/.test(message)) return;
       temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
     }),
   });

@@ -1,0 +1,29 @@
+/**
+ * `npm run bench`: the rollout-stack benchmarks, each measured side by side in one run (these
+ * machines are noisy, so only ratios within a run mean anything).
+ *   1. decode tokens/s of the batching engine at batch 1 and batch 32, and their ratio;
+ *   2. Temporal's orchestration overhead per activity with a zero-latency model stand-in, beside
+ *      the same loop run in-process without Temporal.
+ */
+import { benchmarkEngine } from './engine';
+import { benchmarkOrchestration } from './orchestration';
+
+async function main(): Promise<void> {
+  const engine = await benchmarkEngine();
+  console.log('batching engine (embedded model, decode only)');
+  console.log(`  batch  1: ${engine.batch1TokensPerSec.toFixed(0)} tokens/s`);
+  console.log(`  batch 32: ${engine.batch32TokensPerSec.toFixed(0)} tokens/s`);
+  console.log(`  ratio:    ${engine.ratio.toFixed(2)}x (target >= 8x)`);
+
+  const o = await benchmarkOrchestration();
+  console.log(`orchestration overhead per activity (${o.activities} activities, one trajectory at a time)`);
+  console.log(`  through Temporal: median ${o.temporalMedianMs.toFixed(2)} ms, p99 ${o.temporalP99Ms.toFixed(2)} ms`);
+  console.log(`  in-process:       median ${o.inProcessMedianMs.toFixed(3)} ms, p99 ${o.inProcessP99Ms.toFixed(3)} ms`);
+  console.log(`  overhead:         ${(o.temporalMedianMs - o.inProcessMedianMs).toFixed(2)} ms per activity (median)`);
+  console.log(`  episode wall:     ${o.temporalEpisodeMs.toFixed(1)} ms vs ${o.inProcessEpisodeMs.toFixed(2)} ms in-process, ratio ${(o.temporalEpisodeMs / o.inProcessEpisodeMs).toFixed(1)}x`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
