@@ -13,6 +13,7 @@ import type { TurnRecord } from '../src/core/records';
 import { nextPromptIds } from '../src/core/sequence';
 import { ChatMessage, decode, renderContinuation, renderConversationStart, STOP_TOKENS } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
+import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 
 export interface GenerateInput {
@@ -23,6 +24,13 @@ export interface GenerateInput {
   /** Messages to append before sampling: system + first observation at turn 0, then one per turn. */
   messages: ChatMessage[];
   sampling: SamplingConfig;
+  /** In a training run: sample with this run's published weights, version minVersion or newer. */
+  policy?: PolicyRequirement;
+}
+
+export interface PolicyRequirement {
+  runId: string;
+  minVersion: number;
 }
 
 /** What the workflow needs to go on; the token arrays stay in the store. */
@@ -38,6 +46,7 @@ export interface GenerateOutput {
 export interface InferenceDeps {
   provider: InferenceProvider;
   store: TrajectoryStore;
+  checkpoints: CheckpointStore;
   maxContext: number;
   logger: Logger;
 }
@@ -60,7 +69,36 @@ export function samplingSeed(runSeed: number, trajectoryId: string, turn: number
   return hashString(`${runSeed}/${trajectoryId}/${turn}`);
 }
 
-export function createInferenceActivities({ provider, store, maxContext, logger }: InferenceDeps) {
+export function createInferenceActivities({ provider, store, checkpoints, maxContext, logger }: InferenceDeps) {
+  /** The run and version of the weights the provider holds, once a training run set them. */
+  let loaded: { runId: string; version: number } | undefined;
+  let loading: Promise<void> | undefined;
+
+  const satisfies = (need: PolicyRequirement) => loaded !== undefined && loaded.runId === need.runId && loaded.version >= need.minVersion;
+
+  /**
+   * Makes the provider hold `need.runId`'s newest weights if it holds none as new as required.
+   * Concurrent calls share one load; newer-than-required is fine (and is what turn-level sync
+   * wants); episode-level sync is kept by the controller, which admits no trajectory needing a
+   * new version while older episodes are still running.
+   */
+  async function ensurePolicy(need: PolicyRequirement): Promise<void> {
+    while (!satisfies(need)) {
+      loading ??= (async () => {
+        const latest = await checkpoints.latestVersion(need.runId);
+        if (latest === undefined || latest < need.minVersion) {
+          throw new Error(`run ${need.runId} has published no weights version >= ${need.minVersion} (latest: ${latest ?? 'none'})`);
+        }
+        const version = await provider.loadWeights(checkpoints.file(need.runId, latest));
+        loaded = { runId: need.runId, version };
+        logger.info({ runId: need.runId, version }, 'switched to published weights');
+      })().finally(() => {
+        loading = undefined;
+      });
+      await loading;
+    }
+  }
+
   async function generate(input: GenerateInput): Promise<GenerateOutput> {
     const { runId, trajectoryId, turn } = input;
     const log = logger.child({ runId, trajectoryId, turn });
@@ -69,6 +107,7 @@ export function createInferenceActivities({ provider, store, maxContext, logger 
       log.info('turn already stored by an earlier attempt; returning it');
       return toOutput(stored);
     }
+    if (input.policy) await ensurePolicy(input.policy);
     const previous = await store.getTurns(runId, trajectoryId, turn);
     const promptDeltaIds = turn === 0
       ? renderConversationStart(input.messages)

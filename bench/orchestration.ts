@@ -15,12 +15,13 @@ import { getAgent } from '../src/agents/registry';
 import { runRollout } from '../src/cli/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
 import { createLogger } from '../src/log';
+import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { envSeedOf } from '../workflows/rollout';
 import { trajectoryIdOf } from '../workflows/group';
 import { groupIdOf } from '../workflows/rollout';
-import { startWorkers } from '../workers/start';
+import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { ZeroLatencyProvider } from './zeroLatencyProvider';
 import { freePort } from '../src/ports';
 import { percentile } from './stats';
@@ -57,7 +58,8 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
   const sessions = new SessionRegistry();
   const env = createEnvActivities({ sessions, sessionQueue: 'in-process', store, logger });
   const session = createSessionActivities({ sessions });
-  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, maxContext: config.model.maxContext, logger });
+  const checkpoints = new CheckpointStore(config.dataDir);
+  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, checkpoints, maxContext: config.model.maxContext, logger });
   const timed = async <T>(fn: () => Promise<T>): Promise<T> => {
     const start = performance.now();
     const value = await fn();
@@ -97,7 +99,7 @@ export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise
       // One trajectory at a time: latency per activity, not contention, is what is measured.
       rollout: { groups, groupSize, maxConcurrency: 1 },
     });
-    const workers = await startWorkers(config, 'all', logger, { provider: new ZeroLatencyProvider() });
+    const workers = await startWorkers(config, ROLLOUT_ROLES, logger, { provider: new ZeroLatencyProvider() });
     const runId = 'bench-orchestration';
     let summary;
     try {

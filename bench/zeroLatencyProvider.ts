@@ -20,5 +20,9 @@ export class ZeroLatencyProvider implements InferenceProvider {
     return { policyVersion: 0, uptimeMs: 0, busyMs: 0, decodeSteps: this.calls, generatedTokens: 0, batchSizeSum: this.calls, maxBatchSize: 1, running: 0, waiting: 0 };
   }
 
+  async loadWeights(): Promise<number> {
+    throw new Error('the zero-latency stand-in has no weights');
+  }
+
   async close(): Promise<void> {}
 }

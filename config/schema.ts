@@ -63,6 +63,42 @@ export const RolloutConfigSchema = z.strictObject({
   maxConcurrency: positiveInt.max(500).default(32),
 });
 
+export const LossConfigSchema = z.strictObject({
+  /** PPO clip range below 1 (ratio floor is 1 - epsilon). */
+  epsilon: z.number().gt(0).lt(1).default(0.2),
+  /** PPO clip range above 1 (ratio ceiling is 1 + epsilonHigh; > epsilon = "clip-higher"). */
+  epsilonHigh: z.number().gt(0).default(0.28),
+  /** KL-to-reference coefficient; 0 turns the reference policy off. */
+  beta: z.number().nonnegative().default(0),
+  kl: z.enum(['k1', 'k3']).default('k3'),
+  aggregation: z.enum(['token-mean', 'sequence-mean-token-mean']).default('token-mean'),
+});
+
+export const TrainerConfigSchema = z.strictObject({
+  advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
+  loss: LossConfigSchema.prefault({}),
+  learningRate: z.number().positive().default(1e-3),
+  maxGradNorm: z.number().positive().default(1),
+  /** Optimizer steps per train batch (the batch is split into this many minibatches). */
+  optimizerStepsPerBatch: positiveInt.default(1),
+  /** Groups per train step. */
+  batchGroups: positiveInt.default(4),
+  /** Train steps in the run; each publishes one new weights version. */
+  steps: positiveInt.default(40),
+  /**
+   * eta: a trajectory is admitted only while admitted <= (eta + version + 1) * batch, so every
+   * trained token comes from a policy at most eta versions old. 0 = synchronous on-policy.
+   */
+  maxStaleness: z.number().int().nonnegative().default(1),
+  /**
+   * `episode`: a weight sync waits for in-flight episodes and new episodes wait for the sync.
+   * `turn`: engines switch between turns; a trajectory may span versions.
+   */
+  weightSync: z.enum(['episode', 'turn']).default('turn'),
+  /** Supervised steps on generated answer-format examples (not solutions) before RL; 0 = off. */
+  formatWarmupSteps: z.number().int().nonnegative().default(0),
+});
+
 export const RunConfigSchema = z.strictObject({
   run: z.strictObject({
     /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
@@ -77,9 +113,11 @@ export const RunConfigSchema = z.strictObject({
   env: EnvConfigSchema,
   agent: AgentConfigSchema.prefault({}),
   rollout: RolloutConfigSchema.prefault({}),
+  trainer: TrainerConfigSchema.prefault({}),
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;
+export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;

@@ -28,7 +28,7 @@ describe('inference worker SIGKILLed mid-rollout', () => {
     const configFile = writeConfigFile(config);
     const store = new TrajectoryStore(config.dataDir);
 
-    const local = [await startWorkers(config, 'workflows', logger), await startWorkers(config, 'env', logger)];
+    const local = await startWorkers(config, ['workflows', 'env'], logger);
     let inference = await spawnWorker('inference', configFile);
     try {
       const rollout = runRollout(config, { runId, local: false, logger });
@@ -56,7 +56,7 @@ describe('inference worker SIGKILLed mid-rollout', () => {
       }
     } finally {
       await killHard(inference);
-      for (const workers of local) await workers.shutdown();
+      await local.shutdown();
     }
   });
 });

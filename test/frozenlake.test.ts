@@ -245,7 +245,7 @@ describe('FrozenLake agent', () => {
     const result = parseAction('???');
     expect(result.ok).toBe(false);
     if (!result.ok) expect(invalidActionMessage(result.error)).toBe(
-      'Invalid answer (no "Action: <move>"). Reply "Action: <move>", <move> being left, down, right or up.',
+      'Invalid answer (no "Action: <move>"). Reply "Action: <move>".',
     );
   });
 });

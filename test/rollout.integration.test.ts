@@ -11,7 +11,7 @@ import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { runRollout } from '../src/cli/runRollout';
-import { startWorkers } from '../workers/start';
+import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { eventually, testConfig, withClient } from './support/harness';
 
 const HISTORY_DIR = path.join(__dirname, 'histories');
@@ -22,7 +22,7 @@ describe('rollout on the dev server', () => {
   logger.level = 'warn';
 
   it('runs 4 groups x 4 trajectories, stores every one, and tags them for the Web UI', async () => {
-    const workers = await startWorkers(config, 'all', logger);
+    const workers = await startWorkers(config, ROLLOUT_ROLES, logger);
     let summary;
     try {
       summary = await runRollout(config, { runId: 'integration-run', local: false, logger });

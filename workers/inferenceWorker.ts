@@ -11,6 +11,7 @@ import { createInferenceActivities } from '../activities/inference';
 import type { InferenceProvider } from '../src/inference/provider';
 import type { Logger } from '../src/log';
 import { EngineStatsReporter } from '../src/inference/statsReporter';
+import { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { taskQueuesFor } from './taskQueues';
 
@@ -27,7 +28,8 @@ export async function createInferenceWorker(
   provider: InferenceProvider,
   logger: Logger,
 ): Promise<InferenceWorker> {
-  const activities = createInferenceActivities({ provider, store, maxContext: config.model.maxContext, logger });
+  const checkpoints = new CheckpointStore(config.dataDir);
+  const activities = createInferenceActivities({ provider, store, checkpoints, maxContext: config.model.maxContext, logger });
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,

@@ -1,7 +1,8 @@
 /**
  * Starts the workers of the chosen roles in this process and runs them until shutdown. One role
- * per process scales each alone (`trajflow worker inference` on every GPU host); `all` is the
- * single-machine setup.
+ * per process scales each alone (`trajflow worker --role inference` on every GPU host); several
+ * roles in one process is the single-machine setup (the trainer is best kept in its own process,
+ * since a train step holds the event loop).
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
@@ -11,10 +12,24 @@ import { installTemporalLogging, Logger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
+import { createTrainerWorker } from './trainerWorker';
 import { createWorkflowWorker } from './workflowWorker';
 
-export const ROLES = ['workflows', 'inference', 'env', 'all'] as const;
+export const ROLES = ['workflows', 'inference', 'env', 'trainer'] as const;
 export type Role = (typeof ROLES)[number];
+
+/** The roles a rollout needs; a training run adds the trainer. */
+export const ROLLOUT_ROLES: readonly Role[] = ['workflows', 'inference', 'env'];
+
+/** Parses `--role`: one role, a comma-separated list, or `all`. */
+export function parseRoles(text: string): Role[] {
+  if (text === 'all') return [...ROLES];
+  const roles = text.split(',').map((r) => r.trim());
+  for (const role of roles) {
+    if (!(ROLES as readonly string[]).includes(role)) throw new Error(`unknown worker role ${JSON.stringify(role)}; roles: ${ROLES.join(', ')}, all`);
+  }
+  return roles as Role[];
+}
 
 export interface RunningWorkers {
   /** Resolves when every worker has stopped. */
@@ -30,11 +45,11 @@ export interface StartOptions {
   provider?: InferenceProvider;
 }
 
-export async function startWorkers(config: RunConfig, role: Role, logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
+export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
   installTemporalLogging(logger);
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   const store = new TrajectoryStore(config.dataDir);
-  const has = (r: Role) => role === 'all' || role === r;
+  const has = (r: Role) => roles.includes(r);
 
   const workers: Worker[] = [];
   const cleanups: (() => Promise<void> | void)[] = [];
@@ -53,13 +68,14 @@ export async function startWorkers(config: RunConfig, role: Role, logger: Logger
     workers.push(...env.workers);
     cleanups.push(() => env.sessions.closeAll());
   }
+  if (has('trainer')) workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
   if (has('workflows')) workers.push(await createWorkflowWorker(config, connection));
 
   const done = Promise.all(workers.map((w) => w.run())).then(async () => {
     for (const cleanup of cleanups) await cleanup();
     await connection.close();
   });
-  logger.info({ role, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
+  logger.info({ roles, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
   return {
     done,
     flushEngineStats,

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { TaskQueues } from '../workflows/types';
 
 export function taskQueuesFor(prefix: string): TaskQueues {
-  return { workflows: `${prefix}-workflows`, inference: `${prefix}-inference`, env: `${prefix}-env` };
+  return { workflows: `${prefix}-workflows`, inference: `${prefix}-inference`, env: `${prefix}-env`, trainer: `${prefix}-trainer` };
 }
 
 /** A queue only this env worker process polls: where its sessions' steps are routed. */

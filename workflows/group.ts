@@ -32,8 +32,11 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   const controller = getExternalWorkflowHandle(input.controllerId);
 
   let granted = input.initialAdmits;
-  setHandler(admitSignal, (count) => {
+  // Policy version of each granted slot, in grant order (training runs only).
+  const slotVersions: (number | undefined)[] = Array(input.initialAdmits).fill(input.policyVersion);
+  setHandler(admitSignal, (count, policyVersion) => {
     granted += count;
+    slotVersions.push(...Array(count).fill(policyVersion));
   });
 
   const outcomes: TrajectoryOutcome[] = [];
@@ -46,7 +49,7 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
     const child = await startChild(trajectoryWorkflow, {
       workflowId: trajectoryId,
       taskQueue: input.taskQueues.workflows,
-      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed }],
+      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed, minPolicyVersion: slotVersions[index] }],
       typedSearchAttributes: searchAttributes.updateCopy([
         { key: SEARCH_ATTRIBUTES.kind, value: 'trajectory' },
         { key: SEARCH_ATTRIBUTES.status, value: 'running' },

@@ -2,3 +2,4 @@
 export { trajectoryWorkflow } from './trajectory';
 export { groupWorkflow } from './group';
 export { rolloutWorkflow } from './rollout';
+export { trainingWorkflow } from './training';

@@ -5,6 +5,13 @@
  *
  * Groups are its children and report back by signal (addressed to this workflow id, so they
  * reach the latest run), which lets the controller continue-as-new with groups still running.
+ *
+ * In a training run it is the producer half of the pipeline: it forwards each finished group to
+ * the training workflow and admits a trajectory only while
+ *     admitted <= (maxStaleness + version + 1) * batchTrajectories,
+ * so every trained token comes from a policy at most maxStaleness versions old and nothing is
+ * generated only to be thrown away. With `episode` weight sync, a new version takes effect only
+ * once every in-flight episode has finished, and no episode starts meanwhile.
  */
 import {
   allHandlersFinished,
@@ -20,7 +27,16 @@ import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { describeEnv } from '../src/envs/label';
 import { groupWorkflow } from './group';
-import { admitSignal, groupFinishedSignal, RolloutStatus, rolloutStatusQuery, slotFreedSignal } from './signals';
+import {
+  admitSignal,
+  groupFinishedSignal,
+  groupReadySignal,
+  policyPublishedSignal,
+  RolloutStatus,
+  rolloutStatusQuery,
+  slotFreedSignal,
+  stopAdmissionSignal,
+} from './signals';
 import { episodeSpec, RolloutInput } from './types';
 
 /** State carried across continue-as-new. */
@@ -53,6 +69,10 @@ function initialState(input: RolloutInput): RolloutState {
       rewardSum: 0,
       successes: 0,
       turnsSum: 0,
+      // A resumed run counts the data already consumed, so the staleness bound lines up with it.
+      trajectoriesAdmitted: (input.firstGroupIndex ?? 0) * input.groupSize,
+      policyVersion: input.training?.initialVersion ?? 0,
+      admissionBlocked: 0,
     },
     openGroups: {},
   };
@@ -74,7 +94,19 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     status.trajectoriesInFlight--;
     changed = true;
   });
-  setHandler(groupFinishedSignal, (summary) => {
+  // After a stop, no new group starts; the open ones still get their slots so none is left half done.
+  let groupLimit = input.groups;
+  setHandler(stopAdmissionSignal, () => {
+    groupLimit = Math.min(groupLimit, status.groupsStarted);
+    changed = true;
+  });
+  setHandler(policyPublishedSignal, (version) => {
+    if (version <= (status.pendingPolicyVersion ?? status.policyVersion)) return;
+    if (input.training?.weightSync === 'episode') status.pendingPolicyVersion = version;
+    else status.policyVersion = version;
+    changed = true;
+  });
+  setHandler(groupFinishedSignal, async (summary) => {
     if (!openGroups[summary.groupId]) return;
     delete openGroups[summary.groupId];
     status.groupsFinished++;
@@ -84,25 +116,50 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     status.successes += summary.rewards.filter((r) => r > 0).length;
     status.turnsSum += summary.turns.reduce((a, b) => a + b, 0);
     changed = true;
+    if (input.training) await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);
   });
 
-  const freeSlots = () => input.maxConcurrency - status.trajectoriesInFlight;
+  /** Episode-level sync: a pending version takes effect once the last older episode finished. */
+  function applyPendingSync(): void {
+    if (status.pendingPolicyVersion === undefined || status.trajectoriesInFlight > 0) return;
+    status.policyVersion = status.pendingPolicyVersion;
+    status.pendingPolicyVersion = undefined;
+  }
+
+  /** Slots that may be granted now: concurrency, the staleness bound and any pending sync. */
+  function freeSlots(): number {
+    const concurrency = input.maxConcurrency - status.trajectoriesInFlight;
+    const training = input.training;
+    if (!training) return concurrency;
+    if (status.pendingPolicyVersion !== undefined) return 0;
+    const bound = (training.maxStaleness + status.policyVersion + 1) * training.batchTrajectories;
+    return Math.min(concurrency, bound - status.trajectoriesAdmitted);
+  }
+
+  function grant(count: number): void {
+    status.trajectoriesInFlight += count;
+    status.trajectoriesAdmitted += count;
+  }
+
+  const slotVersion = () => (input.training ? status.policyVersion : undefined);
+  const admissionEnd = ((input.firstGroupIndex ?? 0) + input.groups) * input.groupSize;
 
   /** Hands free slots to open groups first (oldest first), then to new groups. */
   async function admit(): Promise<void> {
+    applyPendingSync();
     for (const [groupId, group] of Object.entries(openGroups)) {
       const count = Math.min(input.groupSize - group.granted, freeSlots());
       if (count <= 0) continue;
       group.granted += count;
-      status.trajectoriesInFlight += count;
-      await getExternalWorkflowHandle(groupId).signal(admitSignal, count);
+      grant(count);
+      await getExternalWorkflowHandle(groupId).signal(admitSignal, count, slotVersion());
     }
-    while (status.groupsStarted < input.groups && freeSlots() > 0) {
-      const groupIndex = status.groupsStarted++;
+    while (status.groupsStarted < groupLimit && freeSlots() > 0) {
+      const groupIndex = (input.firstGroupIndex ?? 0) + status.groupsStarted++;
       const groupId = groupIdOf(input.runId, groupIndex);
       const count = Math.min(input.groupSize, freeSlots());
       openGroups[groupId] = { granted: count, freed: [] };
-      status.trajectoriesInFlight += count;
+      grant(count);
       await startChild(groupWorkflow, {
         workflowId: groupId,
         taskQueue: input.taskQueues.workflows,
@@ -115,6 +172,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
           envSeed: envSeedOf(input.runSeed, groupIndex),
           controllerId,
           initialAdmits: count,
+          policyVersion: slotVersion(),
         }],
         typedSearchAttributes: [
           { key: SEARCH_ATTRIBUTES.run, value: input.runId },
@@ -127,8 +185,11 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     }
   }
 
-  while (status.groupsFinished < input.groups) {
+  while (status.groupsFinished < groupLimit) {
     await admit();
+    if (status.trajectoriesAdmitted < admissionEnd && freeSlots() <= 0 && status.trajectoriesInFlight < input.maxConcurrency) {
+      status.admissionBlocked++;
+    }
     await condition(() => changed);
     changed = false;
     if (workflowInfo().continueAsNewSuggested) {
@@ -136,5 +197,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
       await continueAsNew<typeof rolloutWorkflow>(input, state);
     }
   }
+  // Groups forwarded to the trainer by the last handlers must leave before this run closes.
+  await condition(allHandlersFinished);
   return { ...status, runId: input.runId };
 }

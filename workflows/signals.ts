@@ -2,14 +2,23 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { GroupSummary } from '../src/core/records';
 
-/** Controller -> group: you may start this many more trajectories. */
-export const admitSignal = defineSignal<[count: number]>('admit');
+/** Controller -> group: you may start this many more trajectories (with this policy version). */
+export const admitSignal = defineSignal<[count: number, policyVersion?: number]>('admit');
 
 /** Group -> controller: one trajectory of mine finished; its slot is free. */
 export const slotFreedSignal = defineSignal<[{ groupId: string; trajectoryId: string }]>('slotFreed');
 
 /** Group -> controller: all my trajectories finished and the group is recorded. */
 export const groupFinishedSignal = defineSignal<[GroupSummary]>('groupFinished');
+
+/** Controller -> trainer: a finished group, ready to train on. */
+export const groupReadySignal = defineSignal<[GroupSummary]>('groupReady');
+
+/** Trainer -> controller: start no new group; finish the open ones, then complete. */
+export const stopAdmissionSignal = defineSignal('stopAdmission');
+
+/** Trainer -> controller: weights version `version` is published. */
+export const policyPublishedSignal = defineSignal<[version: number]>('policyPublished');
 
 export interface RolloutStatus {
   groupsTotal: number;
@@ -21,6 +30,13 @@ export interface RolloutStatus {
   rewardSum: number;
   successes: number;
   turnsSum: number;
+  /** Trajectories ever granted a slot (the staleness bound counts these). */
+  trajectoriesAdmitted: number;
+  /** Policy version new trajectories sample with; the one awaiting sync, if any. */
+  policyVersion: number;
+  pendingPolicyVersion?: number;
+  /** Times admission was held back by the staleness bound or a weight sync. */
+  admissionBlocked: number;
 }
 
 export const rolloutStatusQuery = defineQuery<RolloutStatus>('status');

@@ -62,6 +62,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
       retry: { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] },
     });
 
+  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion };
   const actions: unknown[] = [];
   let envRestores = 0;
   const openSession = () =>
@@ -99,7 +100,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
 
   try {
     while (turns < input.agent.maxTurns) {
-      const reply = await generate({ runId, runSeed: input.runSeed, trajectoryId, turn: turns, messages, sampling: input.sampling });
+      const reply = await generate({ runId, runSeed: input.runSeed, trajectoryId, turn: turns, messages, sampling: input.sampling, policy });
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         [status, reason] = ['max_context', `context full (${reply.contextTokens} tokens) before turn ${turns}`];
         break;

@@ -1,10 +1,11 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
-import type { EnvConfig, SamplingConfig } from '../config/schema';
+import type { EnvConfig, SamplingConfig, TrainerConfig } from '../config/schema';
 
 export interface TaskQueues {
   workflows: string;
   inference: string;
   env: string;
+  trainer: string;
 }
 
 /** Everything a trajectory needs to know, identical for the G members of a group but the index. */
@@ -22,6 +23,8 @@ export interface TrajectoryInput extends EpisodeSpec {
   trajectoryId: string;
   /** Seeds the environment instance (map and slips): the group's "prompt". */
   envSeed: number;
+  /** In a training run: the policy version current when this trajectory was admitted. */
+  minPolicyVersion?: number;
 }
 
 export interface GroupInput extends EpisodeSpec {
@@ -33,12 +36,34 @@ export interface GroupInput extends EpisodeSpec {
   controllerId: string;
   /** Slots granted at start; more arrive by the `admit` signal. */
   initialAdmits: number;
+  /** Policy version of the initial slots (training runs only). */
+  policyVersion?: number;
 }
 
 export interface RolloutInput extends EpisodeSpec {
   groups: number;
   groupSize: number;
   maxConcurrency: number;
+  /** Present when a training workflow consumes the groups. */
+  training?: RolloutTraining;
+  /** First group index (a resumed training run continues where the data stopped). */
+  firstGroupIndex?: number;
+}
+
+export interface RolloutTraining {
+  trainerWorkflowId: string;
+  /** Trajectories per train step (batchGroups x groupSize). */
+  batchTrajectories: number;
+  maxStaleness: number;
+  weightSync: 'episode' | 'turn';
+  /** Policy version published when the controller starts. */
+  initialVersion: number;
+}
+
+export interface TrainingInput extends EpisodeSpec {
+  groupSize: number;
+  maxConcurrency: number;
+  trainer: TrainerConfig;
 }
 
 /** The shared episode fields of a larger input, without its own extras. */

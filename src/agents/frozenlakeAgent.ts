@@ -54,7 +54,8 @@ export function parseAction(text: string): ParsedAction {
 
 /** Told to the model instead of an observation when its answer did not parse; the episode goes on. */
 export function invalidActionMessage(error: string): string {
-  return `Invalid answer (${error}). ${ANSWER_FORMAT}`;
+  // Short on purpose: it is repeated in the context after every malformed answer.
+  return `Invalid answer (${error}). Reply "Action: <move>".`;
 }
 
 /** The exact well-formed answer for `action`: the target text of format warm-up examples. */

@@ -2,15 +2,16 @@
  * The trajflow command line: the local Temporal server, workers by role, rollout jobs and their
  * status. Every command has --help.
  */
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, loadRunConfig } from '../../config/load';
 import { rolloutStatusQuery } from '../../workflows/signals';
-import { ROLES, Role, startWorkers } from '../../workers/start';
+import { parseRoles, ROLES, startWorkers } from '../../workers/start';
 import { createLogger } from '../log';
 import { ensureTemporalBinary } from '../temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../temporal/devServer';
 import { formatSummary, runRollout } from './runRollout';
+import { formatCurve, runTraining } from './runTraining';
 
 const logger = createLogger('trajflow');
 
@@ -61,11 +62,11 @@ server
 program
   .command('worker')
   .description('run workers of one role until SIGINT/SIGTERM')
-  .addOption(new Option('--role <role>', 'which task queues to poll').choices([...ROLES]).default('all'))
+  .option('--role <roles>', `which task queues to poll: ${ROLES.join(', ')}, a comma-separated list, or all`, 'all')
   .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
   .action(async (opts) => {
     const config = loadRunConfig(opts.config);
-    const workers = await startWorkers(config, opts.role as Role, logger);
+    const workers = await startWorkers(config, parseRoles(opts.role), logger);
     const stop = () => void workers.shutdown();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
@@ -82,6 +83,18 @@ program
     const config = loadRunConfig(file);
     const summary = await runRollout(config, { runId: opts.runId, local: Boolean(opts.local), logger });
     process.stdout.write(`${formatSummary(summary)}\n`);
+  });
+
+program
+  .command('train')
+  .description('run a training job from a config: rollouts stream into the trainer; prints the learning curve')
+  .argument('<config>', 'run config (YAML or JSON)')
+  .option('--run-id <id>', 'workflow id of the run (default: <run.name>-<UTC timestamp>); an existing run id resumes from its last published version')
+  .option('--local', 'also start the dev server, the rollout workers (in this process) and the trainer (child process)')
+  .action(async (file, opts) => {
+    const config = loadRunConfig(file);
+    const summary = await runTraining(config, { runId: opts.runId, local: Boolean(opts.local), configFile: file, logger });
+    process.stdout.write(`${formatCurve(summary)}\n`);
   });
 
 program

@@ -5,19 +5,17 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import type { RunConfig } from '../../config/schema';
 import { describeEnv } from '../envs/label';
 import { engineBusyFraction, readEngineSnapshots } from '../inference/statsReporter';
 import type { Logger } from '../log';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
-import { startDevServer } from '../temporal/devServer';
 import { rolloutWorkflow } from '../../workflows/rollout';
 import { rolloutStatusQuery } from '../../workflows/signals';
 import type { RolloutInput } from '../../workflows/types';
-import { startWorkers } from '../../workers/start';
 import { taskQueuesFor } from '../../workers/taskQueues';
 import { createProgress } from './progress';
+import { episodeSpecOf, openSession } from './session';
 
 export interface RunSummary {
   runId: string;
@@ -32,45 +30,20 @@ export interface RunSummary {
   engineBusyFraction: number;
 }
 
-export function defaultRunId(config: RunConfig, now = new Date()): string {
-  return `${config.run.name}-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`;
-}
-
 export function rolloutInputOf(config: RunConfig, runId: string): RolloutInput {
   return {
-    runId,
-    runSeed: config.run.seed,
-    env: config.env,
-    agent: config.agent,
-    sampling: config.sampling,
-    taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
+    ...episodeSpecOf(config, runId),
     groups: config.rollout.groups,
     groupSize: config.rollout.groupSize,
     maxConcurrency: config.rollout.maxConcurrency,
   };
 }
 
-function portOf(address: string): number {
-  const port = Number(address.split(':').pop());
-  if (!Number.isInteger(port)) throw new Error(`temporal.address ${JSON.stringify(address)} has no port`);
-  return port;
-}
-
 export async function runRollout(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<RunSummary> {
   const { logger } = options;
-  const runId = options.runId ?? defaultRunId(config);
-  if (options.local) {
-    const server = await startDevServer({ dataDir: config.dataDir, port: portOf(config.temporal.address), log: (line) => logger.info(line) });
-    logger.info({ address: server.address, webUi: server.uiUrl }, 'Temporal dev server ready');
-  }
-  const workers = options.local ? await startWorkers(config, 'all', logger) : undefined;
-  const connection = await Connection.connect({ address: config.temporal.address });
+  const session = await openSession(config, options);
+  const { runId, runDir, client, workers } = session;
   try {
-    const client = new Client({ connection, namespace: config.temporal.namespace });
-    const runDir = path.join(config.dataDir, 'runs', runId);
-    await fs.mkdir(runDir, { recursive: true });
-    await fs.writeFile(path.join(runDir, 'config.json'), JSON.stringify(config, null, 2));
-
     const enginesDir = path.join(config.dataDir, 'engines');
     await workers?.flushEngineStats();
     const enginesBefore = await readEngineSnapshots(enginesDir);
@@ -119,8 +92,7 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
     await fs.writeFile(path.join(runDir, 'summary.json'), JSON.stringify(summary, null, 2));
     return summary;
   } finally {
-    await connection.close();
-    await workers?.shutdown();
+    await session.close();
   }
 }
 

@@ -41,6 +41,8 @@ export interface FrozenLakeOptions {
   /** `random` generates a solvable map from `mapSeed`; `classic` ignores `mapSeed`. */
   map: 'classic' | 'random';
   mapSeed: number;
+  /** Probability that a random map's cell is frozen (default DEFAULT_P_FROZEN). */
+  pFrozen?: number;
   slippery: boolean;
   /** Seeds the slips, so the same options and actions always give the same episode. */
   seed: number;
@@ -148,7 +150,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
 
   constructor(readonly options: FrozenLakeOptions) {
     validateOptions(options);
-    this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed);
+    this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen);
     this.start = findCell(this.grid, 'S')!;
   }
 

@@ -12,6 +12,7 @@ export function createEnvironment(config: EnvConfig, seed: number): AnyEnvironme
         size: config.size,
         map: config.map,
         mapSeed: seed,
+        pFrozen: config.pFrozen,
         slippery: config.slippery,
         seed,
         maxSteps: config.maxSteps,

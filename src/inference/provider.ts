@@ -56,6 +56,11 @@ export interface EngineStats {
 
 export interface InferenceProvider {
   generate(request: GenerateRequest): Promise<GenerateResult>;
+  /**
+   * Switches to the weights in a checkpoint file between decode steps (requests in flight go on
+   * with them, recording the new version per token); resolves with the version loaded.
+   */
+  loadWeights(checkpointFile: string): Promise<number>;
   stats(): Promise<EngineStats>;
   close(): Promise<void>;
 }

@@ -8,7 +8,7 @@ import { Worker } from 'node:worker_threads';
 import type { GenerateRequest, InferenceProvider } from '../inference/provider';
 import type { EngineResult, EngineTimings } from './engine';
 import type { EngineThreadData, EngineThreadOptions, FromThread, ToThread } from './engineThread';
-import type { ModelWeights } from './weights';
+import { loadCheckpoint, type ModelWeights } from './weights';
 
 export type EmbeddedProviderOptions = EngineThreadOptions;
 
@@ -60,6 +60,13 @@ export class EmbeddedProvider implements InferenceProvider {
   /** New policy weights for every later token; resolves once the engine uses them. */
   async setWeights(weights: ModelWeights, version: number): Promise<void> {
     await this.call({ type: 'setWeights', weights, version });
+  }
+
+  /** Loads a checkpoint file (as the trainer publishes them) and switches to it between steps. */
+  async loadWeights(checkpointFile: string): Promise<number> {
+    const { weights, policyVersion } = await loadCheckpoint(checkpointFile);
+    await this.setWeights(weights, policyVersion);
+    return policyVersion;
   }
 
   /** Stops the thread; calls still in flight reject. */

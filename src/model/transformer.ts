@@ -168,19 +168,29 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
 }
 
 /**
- * softmax(q k^T / sqrt(headDim) + mask) v per head, over a whole sequence: q, k, v [T, D] -> [T, D].
- * Heads move to the batch axis; transposes are explicit because matMul's transpose flags make its
- * backward pass ~10x slower on wasm.
+ * Causal self-attention over a whole sequence, q, k, v [T, D] -> [T, D]. Head h owns feature
+ * columns h*hd .. (h+1)*hd-1 (hd = D / nHeads) of q, k and v, and its output the same columns:
+ *
+ *   S_h   = (q_h / sqrt(hd)) k_h^T + mask       [T, T]   mask: 0 for j <= i, MASKED above
+ *   out_h = softmax_rows(S_h) v_h               [T, hd]
+ *   out   = [out_0 | out_1 | ... | out_{H-1}]   [T, D]
+ *
+ * Two 2-D matMuls per head rather than batched 3-D ones over all heads: on wasm, 2-D products run
+ * on XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
+ * src/rl/gradients.ts, backward). k is transposed explicitly, once, and its rows split
+ * per head ([D, T] -> H x [hd, T]): matMul's transpose flags would also leave XNNPACK. Every op acts
+ * on this sequence alone, so the result does not depend on anything else the caller runs.
  */
 function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, mask: tf.Tensor, config: ModelConfig): tf.Tensor {
-  const { nHeads: H, dModel: D } = config;
-  const hd = headDim(config);
-  const T = q.shape[0];
-  const split = (t: tf.Tensor, perm: number[]) => tf.transpose(tf.reshape(t, [T, H, hd]), perm);
-  const scores = tf.matMul(split(tf.mul(q, 1 / Math.sqrt(hd)), [1, 0, 2]), split(k, [1, 2, 0])); // [H, T, T]
-  const probs = tf.softmax(tf.add(scores, mask));
-  const out = tf.matMul(probs, split(v, [1, 0, 2])); // [H, T, hd]
-  return tf.reshape(tf.transpose(out, [1, 0, 2]), [T, D]);
+  const H = config.nHeads;
+  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1); // H x [T, hd], scaled
+  const kHeadsT = tf.split(tf.transpose(k), H, 0); // H x [hd, T]
+  const vHeads = tf.split(v, H, 1); // H x [T, hd]
+  const outHeads = qHeads.map((qh, h) => {
+    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), mask)); // [T, T]
+    return tf.matMul(probs, vHeads[h]); // [T, hd]
+  });
+  return tf.concat(outHeads, 1);
 }
 
 /**

@@ -3,7 +3,9 @@
  * their names and shapes, seeded initialization, and the one-file checkpoint format.
  *
  * Checkpoint file = one JSON header line (format, config, policy version, each tensor's name, shape
- * and byte offset) + '\n' + every tensor's values as little-endian float32, in header order.
+ * and byte offset) + '\n' + every tensor's values as little-endian float32, in header order. A
+ * trainer's checkpoint also holds its optimizer state: the header says `optimizer: {step}` and lists
+ * Adam's two moment tensors per parameter after the parameters; readers of weights skip them.
  */
 import { rename, readFile, writeFile } from 'node:fs/promises';
 import { createRng, hashString, type Rng } from '../core/random';
@@ -17,6 +19,17 @@ export interface ModelWeights {
 export interface Checkpoint {
   weights: ModelWeights;
   policyVersion: number;
+}
+
+/** Adam's state: optimizer steps taken, and the first and second moment estimates per parameter. */
+export interface OptimizerState {
+  step: number;
+  m: Readonly<Record<string, Float32Array>>;
+  v: Readonly<Record<string, Float32Array>>;
+}
+
+export interface TrainerCheckpoint extends Checkpoint {
+  optimizer?: OptimizerState;
 }
 
 /** How a parameter starts: a constant, or normal(0, std). */
@@ -101,14 +114,28 @@ function fillNormal(out: Float32Array, std: number, rng: Rng): void {
 export function weightsProblem(weights: ModelWeights): string | undefined {
   const configIssue = configProblem(weights.config);
   if (configIssue) return `bad config: ${configIssue}`;
-  const specs = parameterSpecs(weights.config);
+  return tensorsProblem(weights.params, parameterSpecs(weights.config));
+}
+
+/** Why `tensors` is not exactly one Float32Array per spec, of the spec's size, or undefined. */
+function tensorsProblem(tensors: Readonly<Record<string, Float32Array>>, specs: readonly ParamSpec[]): string | undefined {
   for (const { name, shape } of specs) {
-    const values = weights.params[name];
+    const values = tensors[name];
     if (!(values instanceof Float32Array)) return `missing tensor '${name}'`;
     if (values.length !== size(shape)) return `tensor '${name}' has ${values.length} values, expected ${size(shape)} for shape [${shape}]`;
   }
-  const extra = Object.keys(weights.params).filter((name) => !specs.some((spec) => spec.name === name));
+  const extra = Object.keys(tensors).filter((name) => !specs.some((spec) => spec.name === name));
   if (extra.length > 0) return `unexpected tensor(s) ${extra.join(', ')}`;
+  return undefined;
+}
+
+/** Why `state` is not an optimizer state for parameters `specs`, or undefined. */
+function optimizerProblem(state: OptimizerState, specs: readonly ParamSpec[]): string | undefined {
+  if (!Number.isSafeInteger(state.step) || state.step < 0) return `step must be a non-negative integer, got ${state.step}`;
+  for (const moment of MOMENTS) {
+    const problem = tensorsProblem(state[moment], specs);
+    if (problem) return `moment ${moment}: ${problem}`;
+  }
   return undefined;
 }
 
@@ -123,39 +150,72 @@ export function assertWeightsFit(weights: ModelWeights, config: ModelConfig): vo
 const FORMAT = 'trajflow-checkpoint/1';
 /** A header line longer than this means the file is not a checkpoint. */
 const MAX_HEADER_BYTES = 1 << 20;
+/** Adam's moments, in file order. */
+const MOMENTS = ['m', 'v'] as const;
 
 interface Header {
   format: string;
   config: ModelConfig;
   policyVersion: number;
+  /** Present in a trainer's checkpoint: its moments follow the parameters in `tensors`. */
+  optimizer?: { step: number };
   tensors: { name: string; shape: number[]; offset: number }[];
   dataBytes: number;
 }
 
-export function encodeCheckpoint({ weights, policyVersion }: Checkpoint): Buffer {
+/** A tensor's name in the file, and where its values live in memory. */
+interface FileTensor {
+  name: string;
+  shape: readonly number[];
+  group: 'params' | (typeof MOMENTS)[number];
+  key: string;
+}
+
+/** Every tensor a checkpoint holds, in file order: the parameters, then each moment if saved. */
+function fileTensors(config: ModelConfig, withOptimizer: boolean): FileTensor[] {
+  const specs = parameterSpecs(config);
+  const params = specs.map(({ name, shape }): FileTensor => ({ name, shape, group: 'params', key: name }));
+  if (!withOptimizer) return params;
+  const moments = MOMENTS.flatMap((moment) =>
+    specs.map(({ name, shape }): FileTensor => ({ name: `optimizer.${moment}.${name}`, shape, group: moment, key: name })),
+  );
+  return [...params, ...moments];
+}
+
+export function encodeCheckpoint({ weights, policyVersion, optimizer }: TrainerCheckpoint): Buffer {
   const problem = weightsProblem(weights);
   if (problem) throw new Error(`cannot save invalid weights: ${problem}`);
   if (!Number.isSafeInteger(policyVersion) || policyVersion < 0) {
     throw new Error(`policyVersion must be a non-negative integer, got ${policyVersion}`);
   }
-  const specs = parameterSpecs(weights.config);
+  const optimizerIssue = optimizer && optimizerProblem(optimizer, parameterSpecs(weights.config));
+  if (optimizerIssue) throw new Error(`cannot save invalid optimizer state: ${optimizerIssue}`);
+  const groups: Record<FileTensor['group'], Readonly<Record<string, Float32Array>>> = { params: weights.params, m: optimizer?.m ?? {}, v: optimizer?.v ?? {} };
   let offset = 0;
-  const tensors = specs.map(({ name, shape }) => {
-    const entry = { name, shape: [...shape], offset };
-    offset += 4 * size(shape);
-    return entry;
+  const layout = fileTensors(weights.config, optimizer !== undefined).map((tensor) => {
+    const entry = { name: tensor.name, shape: [...tensor.shape], offset };
+    offset += 4 * size(tensor.shape);
+    return { entry, values: groups[tensor.group][tensor.key] };
   });
-  const header: Header = { format: FORMAT, config: weights.config, policyVersion, tensors, dataBytes: offset };
+  const header: Header = {
+    format: FORMAT,
+    config: weights.config,
+    policyVersion,
+    ...(optimizer ? { optimizer: { step: optimizer.step } } : {}),
+    tensors: layout.map(({ entry }) => entry),
+    dataBytes: offset,
+  };
   const headerBytes = Buffer.from(`${JSON.stringify(header)}\n`, 'utf8');
   const data = Buffer.alloc(offset);
-  for (const { name, offset: start } of tensors) {
-    weights.params[name].forEach((value, i) => data.writeFloatLE(value, start + 4 * i));
-  }
+  for (const { entry, values } of layout) values.forEach((value, i) => data.writeFloatLE(value, entry.offset + 4 * i));
   return Buffer.concat([headerBytes, data]);
 }
 
-/** Parses and validates checkpoint bytes; `source` (the file name) prefixes every error. */
-export function decodeCheckpoint(bytes: Buffer, source: string): Checkpoint {
+/**
+ * Parses and validates checkpoint bytes, with the optimizer state if the file has one and
+ * `withOptimizer` asks for it; `source` (the file name) prefixes every error.
+ */
+export function decodeCheckpoint(bytes: Buffer, source: string, { withOptimizer = false } = {}): TrainerCheckpoint {
   const fail = (problem: string): never => {
     throw new Error(`checkpoint ${source}: ${problem}`);
   };
@@ -173,14 +233,18 @@ export function decodeCheckpoint(bytes: Buffer, source: string): Checkpoint {
   if (!Number.isSafeInteger(header.policyVersion) || header.policyVersion < 0) {
     fail(`policyVersion must be a non-negative integer, got ${JSON.stringify(header.policyVersion)}`);
   }
-  const specs = parameterSpecs(header.config);
-  if (!Array.isArray(header.tensors) || header.tensors.length !== specs.length) {
-    fail(`header lists ${header.tensors?.length ?? 'no'} tensors, the config needs ${specs.length}`);
+  const hasOptimizer = header.optimizer !== undefined;
+  const optimizerStep = header.optimizer?.step ?? 0;
+  if (!Number.isSafeInteger(optimizerStep) || optimizerStep < 0) {
+    fail(`optimizer step must be a non-negative integer, got ${JSON.stringify(optimizerStep)}`);
+  }
+  const expected = fileTensors(header.config, hasOptimizer);
+  if (!Array.isArray(header.tensors) || header.tensors.length !== expected.length) {
+    fail(`header lists ${header.tensors?.length ?? 'no'} tensors, the config needs ${expected.length}`);
   }
   const dataStart = newline + 1;
   let expectedOffset = 0;
-  const params: Record<string, Float32Array> = {};
-  specs.forEach(({ name, shape }, i) => {
+  expected.forEach(({ name, shape }, i) => {
     const entry = header.tensors[i];
     if (entry?.name !== name || JSON.stringify(entry.shape) !== JSON.stringify(shape) || entry.offset !== expectedOffset) {
       fail(`tensor #${i} is ${JSON.stringify(entry)}, expected '${name}' of shape [${shape}] at offset ${expectedOffset}`);
@@ -191,30 +255,51 @@ export function decodeCheckpoint(bytes: Buffer, source: string): Checkpoint {
   const actualBytes = bytes.length - dataStart;
   if (actualBytes < expectedOffset) fail(`truncated: ${actualBytes} data bytes, expected ${expectedOffset}`);
   if (actualBytes > expectedOffset) fail(`${actualBytes - expectedOffset} unexpected bytes after the tensor data`);
-  specs.forEach(({ name, shape }, t) => {
+  const groups: Record<FileTensor['group'], Record<string, Float32Array>> = { params: {}, m: {}, v: {} };
+  expected.forEach(({ name, shape, group, key }, t) => {
+    if (group !== 'params' && !withOptimizer) return;
     const start = dataStart + header.tensors[t].offset;
     const values = new Float32Array(size(shape));
     for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(start + 4 * i);
     const bad = values.findIndex((value) => !Number.isFinite(value));
     if (bad >= 0) fail(`tensor '${name}' holds a non-finite value (${values[bad]}) at index ${bad}`);
-    params[name] = values;
+    groups[group][key] = values;
   });
-  return { weights: { config: header.config, params }, policyVersion: header.policyVersion };
+  const checkpoint: TrainerCheckpoint = { weights: { config: header.config, params: groups.params }, policyVersion: header.policyVersion };
+  if (hasOptimizer && withOptimizer) checkpoint.optimizer = { step: optimizerStep, m: groups.m, v: groups.v };
+  return checkpoint;
 }
 
 /** Writes beside the target then renames, so a reader never sees a half-written checkpoint. */
 export async function saveCheckpoint(file: string, checkpoint: Checkpoint): Promise<void> {
+  await writeCheckpoint(file, { weights: checkpoint.weights, policyVersion: checkpoint.policyVersion });
+}
+
+/** The weights and version of a checkpoint; a trainer's optimizer state, if any, is skipped. */
+export async function loadCheckpoint(file: string): Promise<Checkpoint> {
+  return decodeCheckpoint(await readCheckpoint(file), file);
+}
+
+/** `saveCheckpoint` plus the optimizer state, if given. */
+export async function saveTrainerCheckpoint(file: string, checkpoint: TrainerCheckpoint): Promise<void> {
+  await writeCheckpoint(file, checkpoint);
+}
+
+/** `loadCheckpoint` plus the optimizer state, if the file has one. */
+export async function loadTrainerCheckpoint(file: string): Promise<TrainerCheckpoint> {
+  return decodeCheckpoint(await readCheckpoint(file), file, { withOptimizer: true });
+}
+
+async function writeCheckpoint(file: string, checkpoint: TrainerCheckpoint): Promise<void> {
   const temp = `${file}.${process.pid}.tmp`;
   await writeFile(temp, encodeCheckpoint(checkpoint));
   await rename(temp, file);
 }
 
-export async function loadCheckpoint(file: string): Promise<Checkpoint> {
-  let bytes: Buffer;
+async function readCheckpoint(file: string): Promise<Buffer> {
   try {
-    bytes = await readFile(file);
+    return await readFile(file);
   } catch (err) {
     throw new Error(`checkpoint ${file}: cannot read (${(err as Error).message})`);
   }
-  return decodeCheckpoint(bytes, file);
 }

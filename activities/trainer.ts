@@ -1,0 +1,184 @@
+/**
+ * Trainer activities (task queue `<prefix>-trainer`, one worker, one step at a time): prepare
+ * policy version 0, and train one batch of groups into version v+1.
+ *
+ * A train step is idempotent by its step number: its result is written once, after the new
+ * checkpoint; a retry (the trainer died mid-step, or its completion was lost) finds the result and
+ * returns it, or else trains again from checkpoint v, which is exactly where the lost attempt
+ * started. The trainer keeps its weights and optimizer state in memory between steps and reloads
+ * them from the checkpoint only when it is not at the step's base version.
+ */
+import { Context } from '@temporalio/activity';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { ModelSettings, TrainerConfig } from '../config/schema';
+import type { GroupSummary } from '../src/core/records';
+import { buildTrainingSequence } from '../src/core/sequence';
+import type { Logger } from '../src/log';
+import { modelConfig } from '../src/model/config';
+import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
+import { computeAdvantages } from '../src/rl/advantages';
+import { runFormatWarmup } from '../src/rl/formatWarmup';
+import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
+import type { CheckpointStore } from '../src/store/checkpointStore';
+import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
+import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
+
+export interface TrainerDeps {
+  model: ModelSettings;
+  store: TrajectoryStore;
+  checkpoints: CheckpointStore;
+  /** Where step results and metrics.jsonl go: <dataDir>/runs/<runId>/train/. */
+  dataDir: string;
+  logger: Logger;
+}
+
+export interface PrepareInput {
+  runId: string;
+  trainer: TrainerConfig;
+  temperature: number;
+}
+
+export interface TrainStepInput {
+  runId: string;
+  step: number;
+  baseVersion: number;
+  groups: GroupSummary[];
+  trainer: TrainerConfig;
+  /** Sampling temperature: the trainer scores tokens under the distribution that sampled them. */
+  temperature: number;
+}
+
+export interface TrainStepOutput {
+  version: number;
+  metrics: StepMetrics;
+}
+
+function stepFile(dataDir: string, runId: string, step: number): string {
+  return path.join(dataDir, 'runs', runId, 'train', `step-${String(step).padStart(6, '0')}.json`);
+}
+
+async function readIfExists<T>(file: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await fs.readFile(file, 'utf8')) as T;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+async function writeAtomically(file: string, write: (temp: string) => Promise<void>): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const temp = `${file}.${process.pid}.tmp`;
+  await write(temp);
+  await fs.rename(temp, file);
+}
+
+export function createTrainerActivities({ model, store, checkpoints, dataDir, logger }: TrainerDeps) {
+  /** The trainer in memory and which run/version its weights are. */
+  let current: { runId: string; version: number; trainer: PolicyTrainer } | undefined;
+  /** When the previous step ended, and the engines' counters then: the idle/busy baselines. */
+  let previous: { endedAt: number; engines: EngineSnapshot[] } | undefined;
+  const enginesDir = path.join(dataDir, 'engines');
+
+  function trainerSettings(config: TrainerConfig, temperature: number) {
+    return {
+      learningRate: config.learningRate,
+      maxGradNorm: config.maxGradNorm,
+      optimizerStepsPerBatch: config.optimizerStepsPerBatch,
+      loss: { ...config.loss, temperature },
+    };
+  }
+
+  async function publish(runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
+    const file = checkpoints.file(runId, version);
+    await writeAtomically(file, (temp) => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }));
+  }
+
+  /** The trainer at (runId, version): the one in memory, or one restored from that checkpoint. */
+  async function trainerAt(runId: string, version: number, config: TrainerConfig, temperature: number): Promise<PolicyTrainer> {
+    if (current?.runId === runId && current.version === version) return current.trainer;
+    current?.trainer.dispose();
+    current = undefined;
+    const checkpoint = await loadTrainerCheckpoint(checkpoints.file(runId, version));
+    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer });
+    current = { runId, version, trainer };
+    return trainer;
+  }
+
+  /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
+  async function preparePolicy({ runId, trainer: config, temperature }: PrepareInput): Promise<{ version: number; step: number }> {
+    const latest = await checkpoints.latestVersion(runId);
+    // Each step publishes exactly one version, so the latest version is the number of steps done.
+    if (latest !== undefined) return { version: latest, step: latest };
+
+    const { seed, checkpoint, ...architecture } = model;
+    const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
+    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights });
+    if (config.formatWarmupSteps > 0) {
+      const { losses } = runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed });
+      logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
+    }
+    trainer.resetOptimizer();
+    await publish(runId, 0, trainer);
+    current = { runId, version: 0, trainer };
+    return { version: 0, step: 0 };
+  }
+
+  async function trainStep(input: TrainStepInput): Promise<TrainStepOutput> {
+    const { runId, step, baseVersion } = input;
+    const resultFile = stepFile(dataDir, runId, step);
+    const done = await readIfExists<TrainStepOutput>(resultFile);
+    if (done) {
+      logger.info({ runId, step }, 'train step already done by an earlier attempt; returning it');
+      return done;
+    }
+    const startedAt = Date.now();
+    const since = previous ?? { endedAt: startedAt, engines: await readEngineSnapshots(enginesDir) };
+    const trainer = await trainerAt(runId, baseVersion, input.trainer, input.temperature);
+
+    const samples: TrainingSample[] = [];
+    const tokenVersions: number[] = [];
+    for (const group of input.groups) {
+      const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
+      for (const [i, trajectoryId] of group.trajectoryIds.entries()) {
+        const sequence = buildTrainingSequence(await store.getTurns(runId, trajectoryId));
+        samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage: advantages[i] });
+        tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
+      }
+    }
+    Context.current().heartbeat();
+    const train = trainer.trainBatch(samples);
+    Context.current().heartbeat();
+
+    const version = baseVersion + 1;
+    await publish(runId, version, trainer);
+    current = { runId, version, trainer };
+    const endedAt = Date.now();
+    const engines = await readEngineSnapshots(enginesDir);
+    const intervalMs = endedAt - since.endedAt;
+    const metrics = summarizeStep({
+      step,
+      version,
+      groups: input.groups,
+      advantages: samples.map((s) => s.advantage),
+      train,
+      tokenVersions,
+      baseVersion,
+      wallMs: endedAt - startedAt,
+      trainerIdleFraction: intervalMs > 0 ? (startedAt - since.endedAt) / intervalMs : 0,
+      engineBusyFraction: engineBusyFraction(since.engines, engines, intervalMs),
+    });
+    previous = { endedAt, engines };
+    const output: TrainStepOutput = { version, metrics };
+    await writeAtomically(resultFile, (temp) => fs.writeFile(temp, JSON.stringify(output)));
+    await fs.appendFile(path.join(path.dirname(resultFile), 'metrics.jsonl'), `${JSON.stringify(metrics)}\n`);
+    logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
+    return output;
+  }
+
+  return { preparePolicy, trainStep };
+}
+
+export type TrainerActivities = ReturnType<typeof createTrainerActivities>;

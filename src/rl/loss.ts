@@ -1,0 +1,262 @@
+/**
+ * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, with an
+ * optional KL penalty to a reference policy, over a minibatch padded to [B, T].
+ *
+ * Position t of row b is the sequence's target t + 1: logprobs[b, t] = log p(ids[t + 1] | ids[<= t]),
+ * so a sequence of n tokens fills n - 1 positions (its first token has no logprob) and the rest of
+ * the row is padding, with mask 0.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import type { ModelConfig } from '../model/config';
+import { tokenLogprobs, type TensorWeights } from '../model/transformer';
+
+export interface LossConfig {
+  /** Clip range below 1: the ratio's floor is 1 - epsilon. */
+  epsilon: number;
+  /** Clip range above 1: the ratio's ceiling is 1 + epsilonHigh (> epsilon is DAPO's "clip-higher"). */
+  epsilonHigh: number;
+  /** KL-to-reference coefficient; 0 turns the penalty off. */
+  beta: number;
+  /** KL estimator for the penalty. */
+  kl: 'k1' | 'k3';
+  aggregation: 'token-mean' | 'sequence-mean-token-mean';
+  /** Sampling temperature: tokens are scored under the distribution that sampled them. */
+  temperature: number;
+}
+
+export const DEFAULT_LOSS_CONFIG: Readonly<LossConfig> = {
+  epsilon: 0.2,
+  epsilonHigh: 0.28,
+  beta: 0,
+  kl: 'k3',
+  aggregation: 'token-mean',
+  temperature: 1,
+};
+
+/** Why `config` is not usable, or undefined. */
+export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation, temperature }: LossConfig): string | undefined {
+  if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
+  if (!(epsilonHigh > 0 && Number.isFinite(epsilonHigh))) return `epsilonHigh must be a finite number > 0, got ${epsilonHigh}`;
+  if (!(beta >= 0 && Number.isFinite(beta))) return `beta must be a finite number >= 0, got ${beta}`;
+  if (kl !== 'k1' && kl !== 'k3') return `kl must be k1 or k3, got ${JSON.stringify(kl)}`;
+  if (aggregation !== 'token-mean' && aggregation !== 'sequence-mean-token-mean') {
+    return `aggregation must be token-mean or sequence-mean-token-mean, got ${JSON.stringify(aggregation)}`;
+  }
+  if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
+  return undefined;
+}
+
+/** A token sequence and which of its tokens to train on. */
+export interface MaskedSequence {
+  ids: number[];
+  /** 1 where the policy sampled the token (it is trained), 0 where trajflow wrote it; aligned with ids. */
+  lossMask: number[];
+}
+
+/** One trajectory's training sequence, as `buildTrainingSequence` gives it, plus its advantage. */
+export interface TrainingSample extends MaskedSequence {
+  /** log p(ids[i]) under the sampling policy where lossMask[i] is 1 (anything elsewhere); aligned with ids. */
+  behaviourLogprobs: number[];
+  /** Shared by every token of the sequence. */
+  advantage: number;
+}
+
+/** Why `sequence` cannot be trained on by a model of `config`, or undefined. */
+function sequenceProblem({ ids, lossMask }: MaskedSequence, config: ModelConfig): string | undefined {
+  if (!Array.isArray(ids) || ids.length < 2 || ids.length > config.maxContext) {
+    return `ids must hold 2..${config.maxContext} tokens, got ${Array.isArray(ids) ? ids.length : typeof ids}`;
+  }
+  const badId = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= config.vocabSize);
+  if (badId >= 0) return `ids[${badId}] = ${ids[badId]} is not a token id (0..${config.vocabSize - 1})`;
+  if (!Array.isArray(lossMask) || lossMask.length !== ids.length) return `lossMask has ${lossMask?.length} entries for ${ids.length} ids`;
+  const badMask = lossMask.findIndex((m) => m !== 0 && m !== 1);
+  if (badMask >= 0) return `lossMask[${badMask}] = ${lossMask[badMask]}, expected 0 or 1`;
+  if (lossMask[0] !== 0) return 'lossMask[0] must be 0: the first token has no context to predict it from';
+  if (!lossMask.includes(1)) return 'lossMask has no 1: nothing to train on';
+  return undefined;
+}
+
+function sampleProblem(sample: TrainingSample, config: ModelConfig): string | undefined {
+  const { ids, lossMask, behaviourLogprobs, advantage } = sample;
+  const problem = sequenceProblem(sample, config);
+  if (problem) return problem;
+  if (!Array.isArray(behaviourLogprobs) || behaviourLogprobs.length !== ids.length) {
+    return `behaviourLogprobs has ${behaviourLogprobs?.length} entries for ${ids.length} ids`;
+  }
+  const badLogprob = behaviourLogprobs.findIndex((lp, i) => lossMask[i] === 1 && !(Number.isFinite(lp) && lp <= 0));
+  if (badLogprob >= 0) return `behaviourLogprobs[${badLogprob}] = ${behaviourLogprobs[badLogprob]}, expected a finite logprob <= 0`;
+  if (!Number.isFinite(advantage)) return `advantage is ${advantage}, expected a finite number`;
+  return undefined;
+}
+
+/** Throws, naming the first bad sample's index, unless every sample fits `config`. */
+export function assertTrainingSamples(samples: readonly TrainingSample[], config: ModelConfig): void {
+  assertEach(samples, (sample) => sampleProblem(sample, config));
+}
+
+/** Throws, naming the first bad sequence's index, unless every sequence fits `config`. */
+export function assertMaskedSequences(sequences: readonly MaskedSequence[], config: ModelConfig): void {
+  assertEach(sequences, (sequence) => sequenceProblem(sequence, config));
+}
+
+function assertEach<T>(items: readonly T[], problemOf: (item: T) => string | undefined): void {
+  if (items.length === 0) throw new Error('empty batch: nothing to train on');
+  items.forEach((item, index) => {
+    const problem = problemOf(item);
+    if (problem) throw new Error(`sample ${index}: ${problem}`);
+  });
+}
+
+/** [B, T] policy logprobs of each sequence's targets (differentiable) and their loss mask. */
+export interface MaskedLogprobs {
+  logprobs: tf.Tensor2D;
+  mask: tf.Tensor2D;
+}
+
+export interface LossInputs extends MaskedLogprobs {
+  /** [B, T] logprobs under the sampling (behaviour) policy. */
+  behaviourLogprobs: tf.Tensor2D;
+  /** [B] one advantage per sequence. */
+  advantages: tf.Tensor1D;
+  /** [B, T] logprobs under the reference policy; needed when beta > 0. */
+  refLogprobs?: tf.Tensor2D;
+}
+
+/**
+ * Runs the policy over each sequence at its own length (no compute on padding) at `temperature`
+ * and pads the per-target logprobs and mask to [B, T]. Call inside tf.tidy or a gradient function.
+ */
+export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number): MaskedLogprobs {
+  assertMaskedSequences(sequences, policy.config);
+  const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
+  const rows = sequences.map(({ ids }) => tf.pad(tokenLogprobs(policy, ids, temperature), [[0, width - (ids.length - 1)]]));
+  return { logprobs: tf.stack(rows) as tf.Tensor2D, mask: paddedTargets(sequences.map(({ lossMask }) => lossMask), width) };
+}
+
+/**
+ * Everything the loss reads of `samples`. `refLogprobs`, when given, holds each sample's reference
+ * logprobs per target (n - 1 values, as `sequenceLogprobs` returns them).
+ */
+export function lossInputs(policy: TensorWeights, samples: readonly TrainingSample[], temperature: number, refLogprobs?: readonly ArrayLike<number>[]): LossInputs {
+  assertTrainingSamples(samples, policy.config);
+  const { logprobs, mask } = maskedLogprobs(policy, samples, temperature);
+  const width = logprobs.shape[1];
+  const inputs: LossInputs = {
+    logprobs,
+    mask,
+    behaviourLogprobs: paddedTargets(samples.map(({ behaviourLogprobs }) => behaviourLogprobs), width),
+    advantages: tf.tensor1d(samples.map(({ advantage }) => advantage)),
+  };
+  if (refLogprobs) {
+    const bad = samples.findIndex(({ ids }, i) => refLogprobs[i]?.length !== ids.length - 1);
+    if (bad >= 0) throw new Error(`sample ${bad}: ${refLogprobs[bad]?.length} reference logprobs for ${samples[bad].ids.length - 1} targets`);
+    inputs.refLogprobs = paddedRows(refLogprobs, width);
+  }
+  return inputs;
+}
+
+/** Per-token values aligned with ids, as [B, width] per target (dropping each first token), zero-padded. */
+function paddedTargets(rows: readonly ArrayLike<number>[], width: number): tf.Tensor2D {
+  return paddedRows(rows.map((row) => Array.prototype.slice.call(row, 1) as number[]), width);
+}
+
+function paddedRows(rows: readonly ArrayLike<number>[], width: number): tf.Tensor2D {
+  const values = new Float32Array(rows.length * width);
+  rows.forEach((row, b) => values.set(row, b * width));
+  return tf.tensor2d(values, [rows.length, width]);
+}
+
+export interface LossMetrics<T> {
+  /** Masked tokens whose objective took the clipped branch (so they get no gradient). */
+  clipFraction: T;
+  /** KL(behaviour || policy) estimated per token with k3, averaged over masked tokens. */
+  approxKl: T;
+  /** KL(policy || reference) with the configured estimator; only when beta > 0. */
+  refKl?: T;
+  /** Entropy of the sampling policy per masked token (Monte-Carlo: mean of -behaviour logprob). */
+  entropy: T;
+}
+
+export interface LossResult {
+  loss: tf.Scalar;
+  metrics: LossMetrics<tf.Scalar>;
+}
+
+/** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
+export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
+  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs } = inputs;
+  const { epsilon, epsilonHigh, beta, kl, aggregation } = config;
+  const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
+
+  // Importance ratio of the trained policy to the sampling one, per token:
+  //   r = pi_theta(a) / pi_behaviour(a) = exp(log pi_theta(a) - log pi_behaviour(a))
+  // (x mask: untrained and padded positions get log r = 0, whatever they hold)
+  const logRatio = tf.mul(tf.sub(logprobs, behaviourLogprobs), mask);
+  const ratio = tf.exp(logRatio);
+
+  // PPO's clipped surrogate with an asymmetric clip range:
+  //   l = -min(r A, clip(r, 1 - epsilon, 1 + epsilonHigh) A)
+  const unclipped = tf.mul(ratio, A);
+  const clipped = tf.mul(tf.clipByValue(ratio, 1 - epsilon, 1 + epsilonHigh), A);
+  let perToken = tf.neg(tf.minimum(unclipped, clipped));
+
+  // KL penalty to a reference policy: l += beta * kl, per token, with d = log pi_ref - log pi_theta:
+  //   k1 = -d                 (unbiased, noisy, can be negative)
+  //   k3 = exp(d) - d - 1     (unbiased, always >= 0, low variance)
+  let refKl: tf.Scalar | undefined;
+  if (beta > 0) {
+    if (!refLogprobs) throw new Error('policyLoss: beta > 0 needs reference logprobs');
+    const d = tf.mul(tf.sub(refLogprobs, logprobs), mask);
+    const klPerToken = kl === 'k1' ? tf.neg(d) : tf.sub(tf.sub(tf.exp(d), d), 1);
+    perToken = tf.add(perToken, tf.mul(klPerToken, beta));
+    refKl = maskedMean(klPerToken, mask);
+  }
+
+  const loss = aggregate(perToken, mask, aggregation);
+
+  // Diagnostics, all means over masked tokens:
+  //   clip fraction: the min took the clipped term (strictly smaller), zeroing the token's gradient
+  //   approx KL(behaviour || theta) by k3 with d = -log r:  r - 1 - log r
+  //   entropy of the sampling policy: E_{a ~ pi_behaviour}[-log pi_behaviour(a)], estimated from the
+  //     sampled tokens (the exact entropy needs the full next-token distributions, which
+  //     `tokenLogprobs` does not return)
+  const clipFraction = maskedMean(tf.cast(tf.less(clipped, unclipped), 'float32'), mask);
+  const approxKl = maskedMean(tf.sub(tf.sub(ratio, 1), logRatio), mask);
+  const entropy = maskedMean(tf.neg(behaviourLogprobs), mask);
+  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}) } };
+}
+
+/** Cross-entropy of the masked targets: -sum(mask * log p) / sum(mask). Call inside tf.tidy or a gradient function. */
+export function supervisedLoss({ logprobs, mask }: MaskedLogprobs): tf.Scalar {
+  return tf.neg(maskedMean(logprobs, mask));
+}
+
+/**
+ * Per-token losses l[b, t] to one number:
+ *   token-mean:                sum_{b,t} m l / sum_{b,t} m       (every trained token weighs the same)
+ *   sequence-mean-token-mean:  (1/B) sum_b (sum_t m l / sum_t m) (every sequence weighs the same)
+ */
+function aggregate(perToken: tf.Tensor, mask: tf.Tensor, aggregation: LossConfig['aggregation']): tf.Scalar {
+  const masked = tf.mul(perToken, mask);
+  if (aggregation === 'token-mean') return tf.div(tf.sum(masked), tf.sum(mask));
+  return tf.mean(tf.div(tf.sum(masked, 1), tf.sum(mask, 1)));
+}
+
+function maskedMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
+  return tf.div(tf.sum(tf.mul(x, mask)), tf.sum(mask));
+}
+
+/**
+ * How much a part of a minibatch weighs in the minibatch's loss, as the share of the aggregation's
+ * denominator it holds: its trained tokens for token-mean, its sequences otherwise. Summing
+ * weight * loss(part) over the parts gives exactly loss(minibatch), for both aggregations.
+ */
+export function aggregationShare(part: readonly MaskedSequence[], whole: readonly MaskedSequence[], aggregation: LossConfig['aggregation']): number {
+  if (aggregation === 'sequence-mean-token-mean') return part.length / whole.length;
+  return maskedTokens(part) / maskedTokens(whole);
+}
+
+/** Number of trained (mask 1) tokens. */
+export function maskedTokens(sequences: readonly MaskedSequence[]): number {
+  return sequences.reduce((sum, { lossMask }) => sum + lossMask.reduce((n, m) => n + m, 0), 0);
+}

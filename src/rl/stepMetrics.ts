@@ -1,0 +1,74 @@
+/** The per-step record of a training run (one line of metrics.jsonl). Pure. */
+import type { GroupSummary } from '../core/records';
+import type { TrainMetrics } from './trainer';
+
+export interface StepMetrics extends TrainMetrics {
+  step: number;
+  /** Version this step published. */
+  version: number;
+  groups: number;
+  /** The groups this step trained on, so each can be checked to appear in exactly one step. */
+  groupIds: string[];
+  trajectories: number;
+  rewardMean: number;
+  rewardStd: number;
+  /** Fraction of trajectories with reward > 0. */
+  successRate: number;
+  advantageMean: number;
+  advantageAbsMean: number;
+  /** Versions between the trained policy and the one that sampled each token: count by staleness. */
+  stalenessHistogram: Record<string, number>;
+  stalenessMax: number;
+  /** Wall time of the whole activity (loading data, training, publishing). */
+  wallMs: number;
+  /** Fraction of the time since the previous step ended that the trainer waited for data. */
+  trainerIdleFraction: number;
+  /** Fraction of the same interval the inference engines spent in forward passes. */
+  engineBusyFraction: number;
+}
+
+const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+
+export interface StepInputs {
+  step: number;
+  version: number;
+  groups: readonly GroupSummary[];
+  advantages: readonly number[];
+  train: TrainMetrics;
+  /** Policy version of every trained token. */
+  tokenVersions: readonly number[];
+  baseVersion: number;
+  wallMs: number;
+  trainerIdleFraction: number;
+  engineBusyFraction: number;
+}
+
+export function summarizeStep(inputs: StepInputs): StepMetrics {
+  const rewards = inputs.groups.flatMap((g) => g.rewards);
+  const rewardMean = mean(rewards);
+  const histogram: Record<string, number> = {};
+  let stalenessMax = 0;
+  for (const version of inputs.tokenVersions) {
+    const staleness = inputs.baseVersion - version;
+    histogram[staleness] = (histogram[staleness] ?? 0) + 1;
+    stalenessMax = Math.max(stalenessMax, staleness);
+  }
+  return {
+    ...inputs.train,
+    step: inputs.step,
+    version: inputs.version,
+    groups: inputs.groups.length,
+    groupIds: inputs.groups.map((g) => g.groupId),
+    trajectories: rewards.length,
+    rewardMean,
+    rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),
+    successRate: mean(rewards.map((r) => (r > 0 ? 1 : 0))),
+    advantageMean: mean(inputs.advantages),
+    advantageAbsMean: mean(inputs.advantages.map(Math.abs)),
+    stalenessHistogram: histogram,
+    stalenessMax,
+    wallMs: inputs.wallMs,
+    trainerIdleFraction: inputs.trainerIdleFraction,
+    engineBusyFraction: inputs.engineBusyFraction,
+  };
+}

@@ -1,0 +1,346 @@
+/**
+ * The embedded trainer: the policy's weights as tf.Variables, updated by Adam on the clipped
+ * policy-gradient loss (or, for the format warm-up, on cross-entropy).
+ *
+ * Each sequence runs through the model at its own length, one gradient computation per sequence,
+ * and the minibatch's gradient is their share-weighted sum (see `aggregationShare`). Nothing is
+ * padded, memory stays that of one sequence's graph, and it measured as fast as one graph over the
+ * whole minibatch.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import './gradients';
+import { initBackend } from '../model/backend';
+import type { ModelConfig } from '../model/config';
+import { disposeTensorWeights, sequenceLogprobs, toTensorWeights, type TensorWeights } from '../model/transformer';
+import { assertWeightsFit, parameterSpecs, weightsProblem, type ModelWeights, type OptimizerState } from '../model/weights';
+import {
+  aggregationShare,
+  assertMaskedSequences,
+  assertTrainingSamples,
+  DEFAULT_LOSS_CONFIG,
+  lossConfigProblem,
+  lossInputs,
+  maskedLogprobs,
+  maskedTokens,
+  policyLoss,
+  supervisedLoss,
+  type LossConfig,
+  type MaskedSequence,
+  type TrainingSample,
+} from './loss';
+
+export type { MaskedSequence, TrainingSample } from './loss';
+
+export interface TrainerOptions {
+  weights: ModelWeights;
+  /** Adam state to resume from (a trainer checkpoint's); fresh (step 0, zero moments) if absent. */
+  optimizer?: OptimizerState;
+  /** Reference policy for the KL penalty; required when loss.beta > 0. */
+  reference?: ModelWeights;
+  learningRate?: number;
+  /** Gradients are rescaled so their global L2 norm is at most this. */
+  maxGradNorm?: number;
+  /** The batch is split into this many minibatches, one Adam step each. */
+  optimizerStepsPerBatch?: number;
+  loss?: Partial<LossConfig>;
+}
+
+export interface TrainMetrics {
+  /** Mean over the batch's minibatches of the loss before their update. */
+  loss: number;
+  /** Token means over the whole batch (see LossMetrics). */
+  clipFraction: number;
+  approxKl: number;
+  refKl?: number;
+  entropy: number;
+  /** Mean over minibatches of the global gradient norm before clipping. */
+  gradNorm: number;
+  /** Trained (loss mask 1) tokens, and sequences. */
+  tokens: number;
+  sequences: number;
+  stepMs: number;
+  /** Time in forward and backward passes (and reference logprobs), and in clipping and Adam. */
+  forwardBackwardMs: number;
+  optimizerMs: number;
+}
+
+// Adam's usual constants (Kingma & Ba).
+const BETA1 = 0.9;
+const BETA2 = 0.999;
+const ADAM_EPSILON = 1e-8;
+
+type Params = Record<string, tf.Variable>;
+
+export class PolicyTrainer {
+  readonly config: ModelConfig;
+  readonly lossConfig: LossConfig;
+  readonly learningRate: number;
+  readonly maxGradNorm: number;
+  readonly optimizerStepsPerBatch: number;
+  private readonly names: string[];
+  private readonly params: Params;
+  /** Adam's moment estimates per parameter, and the number of updates so far. */
+  private readonly m: Params;
+  private readonly v: Params;
+  private step: number;
+  private readonly reference?: TensorWeights;
+  private disposed = false;
+
+  /** Starts the tfjs wasm backend if needed, then the trainer. */
+  static async create(options: TrainerOptions): Promise<PolicyTrainer> {
+    await initBackend();
+    return new PolicyTrainer(options);
+  }
+
+  private constructor({ weights, optimizer, reference, learningRate = 1e-3, maxGradNorm = 1, optimizerStepsPerBatch = 1, loss = {} }: TrainerOptions) {
+    const problem = weightsProblem(weights);
+    if (problem) throw new Error(`invalid weights: ${problem}`);
+    const positive = (name: string, value: number) => {
+      if (!(Number.isFinite(value) && value > 0)) throw new Error(`${name} must be a finite number > 0, got ${value}`);
+    };
+    positive('learningRate', learningRate);
+    positive('maxGradNorm', maxGradNorm);
+    if (!Number.isSafeInteger(optimizerStepsPerBatch) || optimizerStepsPerBatch < 1) {
+      throw new Error(`optimizerStepsPerBatch must be a positive integer, got ${optimizerStepsPerBatch}`);
+    }
+    this.lossConfig = { ...DEFAULT_LOSS_CONFIG, ...loss };
+    const lossIssue = lossConfigProblem(this.lossConfig);
+    if (lossIssue) throw new Error(`invalid loss config: ${lossIssue}`);
+    if (this.lossConfig.beta > 0) {
+      if (!reference) throw new Error('loss.beta > 0 needs a reference policy (TrainerOptions.reference)');
+      assertWeightsFit(reference, weights.config);
+    }
+
+    this.config = weights.config;
+    this.learningRate = learningRate;
+    this.maxGradNorm = maxGradNorm;
+    this.optimizerStepsPerBatch = optimizerStepsPerBatch;
+    this.names = parameterSpecs(this.config).map(({ name }) => name);
+    const state = optimizer ?? zeroState(weights);
+    const stateProblem = !(Number.isSafeInteger(state.step) && state.step >= 0)
+      ? `step must be a non-negative integer, got ${state.step}`
+      : (weightsProblem({ config: this.config, params: state.m }) ?? weightsProblem({ config: this.config, params: state.v }));
+    if (stateProblem) throw new Error(`optimizer state does not fit the weights: ${stateProblem}`);
+    this.params = this.variables(weights.params, true);
+    this.m = this.variables(state.m, false);
+    this.v = this.variables(state.v, false);
+    this.step = state.step;
+    if (this.lossConfig.beta > 0) this.reference = toTensorWeights(reference!);
+  }
+
+  /** The policy as the transformer reads it. */
+  private get policy(): TensorWeights {
+    return { config: this.config, params: this.params };
+  }
+
+  /**
+   * One RL update on `samples`: split into `optimizerStepsPerBatch` contiguous minibatches, one
+   * Adam step each, so later minibatches see a policy that already moved (which is what the
+   * importance ratio and its clipping are for).
+   */
+  trainBatch(samples: readonly TrainingSample[]): TrainMetrics {
+    this.assertUsable();
+    assertTrainingSamples(samples, this.config);
+    const steps = this.optimizerStepsPerBatch;
+    if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
+    const started = performance.now();
+    const { temperature, aggregation } = this.lossConfig;
+    const timings = { forwardBackwardMs: 0, optimizerMs: 0 };
+    let lossSum = 0;
+    let gradNormSum = 0;
+    // Token-weighted sums of the per-sequence metric means.
+    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, entropy: 0 };
+    for (const minibatch of split(samples, steps)) {
+      const forwardStarted = performance.now();
+      const refLogprobs = this.reference && minibatch.map(({ ids }) => sequenceLogprobs(this.reference!, ids, temperature));
+      const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
+        const { loss: sequenceLoss, metrics } = policyLoss(lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]), this.lossConfig);
+        const tokens = maskedTokens([sample]);
+        sums.clipFraction += read(metrics.clipFraction) * tokens;
+        sums.approxKl += read(metrics.approxKl) * tokens;
+        sums.entropy += read(metrics.entropy) * tokens;
+        if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
+        return sequenceLoss;
+      });
+      const optimizerStarted = performance.now();
+      gradNormSum += this.applyGradients(grads, this.learningRate);
+      lossSum += loss;
+      timings.forwardBackwardMs += optimizerStarted - forwardStarted;
+      timings.optimizerMs += performance.now() - optimizerStarted;
+    }
+    const tokens = maskedTokens(samples);
+    return {
+      loss: lossSum / steps,
+      clipFraction: sums.clipFraction / tokens,
+      approxKl: sums.approxKl / tokens,
+      ...(this.reference ? { refKl: sums.refKl / tokens } : {}),
+      entropy: sums.entropy / tokens,
+      gradNorm: gradNormSum / steps,
+      tokens,
+      sequences: samples.length,
+      stepMs: performance.now() - started,
+      ...timings,
+    };
+  }
+
+  /**
+   * One Adam step on the token-mean cross-entropy of the masked tokens, scored at the loss
+   * temperature so that sampling at that temperature reproduces what was learned.
+   */
+  supervisedStep(sequences: readonly MaskedSequence[], { learningRate = this.learningRate } = {}): { loss: number; tokens: number } {
+    this.assertUsable();
+    assertMaskedSequences(sequences, this.config);
+    const { temperature } = this.lossConfig;
+    const { loss, grads } = this.gradients(sequences, 'token-mean', (sequence) =>
+      supervisedLoss(maskedLogprobs(this.policy, [sequence], temperature)),
+    );
+    this.applyGradients(grads, learningRate);
+    return { loss, tokens: maskedTokens(sequences) };
+  }
+
+  /** log p(ids[i] | ids[<i]) for i = 1..n-1 under the current weights, at `temperature`. */
+  recomputeLogprobs(ids: readonly number[], temperature: number): Float32Array {
+    this.assertUsable();
+    return sequenceLogprobs(this.policy, ids, temperature);
+  }
+
+  /** A copy of the current weights (e.g. for an inference engine). */
+  snapshot(): ModelWeights {
+    this.assertUsable();
+    return { config: this.config, params: copyValues(this.params) };
+  }
+
+  /** Weights and optimizer state, for `saveTrainerCheckpoint` (add the policy version). */
+  checkpoint(): { weights: ModelWeights; optimizer: OptimizerState } {
+    this.assertUsable();
+    return { weights: this.snapshot(), optimizer: { step: this.step, m: copyValues(this.m), v: copyValues(this.v) } };
+  }
+
+  /** Forgets Adam's state (e.g. between the supervised warm-up and RL). */
+  resetOptimizer(): void {
+    this.assertUsable();
+    tf.tidy(() => {
+      for (const name of this.names) {
+        this.m[name].assign(tf.zerosLike(this.m[name]));
+        this.v[name].assign(tf.zerosLike(this.v[name]));
+      }
+    });
+    this.step = 0;
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    tf.dispose([...Object.values(this.params), ...Object.values(this.m), ...Object.values(this.v)]);
+    if (this.reference) disposeTensorWeights(this.reference);
+  }
+
+  /**
+   * Gradients of a minibatch's loss, one sequence at a time: loss(minibatch) = sum_i share_i *
+   * loss(sequence i), share_i from `aggregationShare`. Returns the loss and the summed gradients.
+   */
+  private gradients<S extends MaskedSequence>(
+    minibatch: readonly S[],
+    aggregation: LossConfig['aggregation'],
+    lossOf: (sequence: S, index: number) => tf.Scalar,
+  ): { loss: number; grads: Record<string, tf.Tensor> } {
+    const variables = this.names.map((name) => this.params[name]);
+    const grads: Record<string, tf.Tensor> = {};
+    let loss = 0;
+    try {
+      minibatch.forEach((sequence, i) => {
+        const share = aggregationShare([sequence], minibatch, aggregation);
+        const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(sequence, i), share), variables);
+        loss += take(value);
+        this.names.forEach((name, p) => {
+          const grad = sequenceGrads[variables[p].name];
+          if (!grad) return;
+          const previous = grads[name];
+          grads[name] = previous ? tf.add(previous, grad) : grad;
+          if (previous) tf.dispose([previous, grad]);
+        });
+      });
+    } catch (err) {
+      tf.dispose(Object.values(grads));
+      throw err;
+    }
+    return { loss, grads };
+  }
+
+  /**
+   * Clips `grads` to the global norm and takes one Adam step at `learningRate`; disposes `grads`.
+   * Returns the norm before clipping.
+   */
+  private applyGradients(grads: Record<string, tf.Tensor>, learningRate: number): number {
+    try {
+      return tf.tidy(() => {
+        const { norm, clipped } = clipByGlobalNorm(grads, this.maxGradNorm);
+        this.step++;
+        const t = this.step;
+        for (const [name, g] of Object.entries(clipped)) {
+          const [theta, m, v] = [this.params[name], this.m[name], this.v[name]];
+          // Adam:  m <- b1 m + (1 - b1) g          v <- b2 v + (1 - b2) g^2
+          //        m_hat = m / (1 - b1^t)          v_hat = v / (1 - b2^t)
+          //        theta <- theta - lr m_hat / (sqrt(v_hat) + eps)
+          m.assign(tf.add(tf.mul(m, BETA1), tf.mul(g, 1 - BETA1)));
+          v.assign(tf.add(tf.mul(v, BETA2), tf.mul(tf.square(g), 1 - BETA2)));
+          const mHat = tf.div(m, 1 - BETA1 ** t);
+          const vHat = tf.div(v, 1 - BETA2 ** t);
+          theta.assign(tf.sub(theta, tf.mul(tf.div(mHat, tf.add(tf.sqrt(vHat), ADAM_EPSILON)), learningRate)));
+        }
+        return norm;
+      });
+    } finally {
+      tf.dispose(Object.values(grads));
+    }
+  }
+
+  /** One variable per parameter, named by tfjs (names are global, and trainers may coexist). */
+  private variables(values: Readonly<Record<string, Float32Array>>, trainable: boolean): Params {
+    const shapes = new Map(parameterSpecs(this.config).map(({ name, shape }) => [name, [...shape]]));
+    return Object.fromEntries(this.names.map((name) => [name, tf.variable(tf.tensor(values[name], shapes.get(name), 'float32'), trainable)]));
+  }
+
+  private assertUsable(): void {
+    if (this.disposed) throw new Error('trainer is disposed');
+  }
+}
+
+/**
+ * Gradients rescaled so that their global norm is at most `maxNorm` (new tensors; `grads` is left
+ * alone), and the norm before. Throws on a non-finite norm, which no update should apply.
+ */
+export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, maxNorm: number): { norm: number; clipped: Record<string, tf.Tensor> } {
+  // Global norm: ||g|| = sqrt(sum over tensors p of sum(g_p^2))
+  const norm = take(tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g)))))));
+  if (!Number.isFinite(norm)) throw new Error(`non-finite gradient norm (${norm}); the weights were not updated`);
+  // Clipping: g <- g * min(1, maxNorm / ||g||)
+  const scale = Math.min(1, maxNorm / norm);
+  return { norm, clipped: Object.fromEntries(Object.entries(grads).map(([name, g]) => [name, tf.mul(g, scale)])) };
+}
+
+/** `items` as `parts` contiguous runs whose lengths differ by at most one. */
+function split<T>(items: readonly T[], parts: number): T[][] {
+  return Array.from({ length: parts }, (_, k) => items.slice(Math.floor((k * items.length) / parts), Math.floor(((k + 1) * items.length) / parts)));
+}
+
+function zeroState({ params }: ModelWeights): OptimizerState {
+  const zeros = () => Object.fromEntries(Object.entries(params).map(([name, values]) => [name, new Float32Array(values.length)]));
+  return { step: 0, m: zeros(), v: zeros() };
+}
+
+function copyValues(tensors: Params): Record<string, Float32Array> {
+  return Object.fromEntries(Object.entries(tensors).map(([name, tensor]) => [name, new Float32Array(tensor.dataSync() as Float32Array)]));
+}
+
+/** The value of a one-element tensor. */
+function read(tensor: tf.Tensor): number {
+  return tensor.dataSync()[0];
+}
+
+/** `read`, then disposes the tensor. */
+function take(tensor: tf.Tensor): number {
+  const value = read(tensor);
+  tensor.dispose();
+  return value;
+}

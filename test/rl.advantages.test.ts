@@ -1,0 +1,43 @@
+import { computeAdvantages } from '../src/rl/advantages';
+
+const expectClose = (actual: number[], expected: number[]) => {
+  expect(actual).toHaveLength(expected.length);
+  actual.forEach((value, i) => expect(value).toBeCloseTo(expected[i], 6));
+};
+
+describe('computeAdvantages', () => {
+  // rewards 1, 0, 0, 0: mean 0.25, population std sqrt((0.75^2 + 3 * 0.25^2) / 4) = sqrt(0.1875) = 0.4330127
+  const rewards = [1, 0, 0, 0];
+
+  it('grpo: (r - mean) / (std + eps)', () => {
+    const scale = 0.4330127 + 1e-6;
+    expectClose(computeAdvantages(rewards, 'grpo'), [0.75 / scale, -0.25 / scale, -0.25 / scale, -0.25 / scale]);
+    // eps matters only when the std is tiny: rewards 1 and 0 have std 0.5
+    expectClose(computeAdvantages([1, 0], 'grpo', { epsStd: 0.5 }), [0.5, -0.5]);
+  });
+
+  it('rloo: r minus the mean of the other rewards', () => {
+    // 1 - (0 + 0 + 0) / 3 = 1;  0 - (1 + 0 + 0) / 3 = -1/3
+    expectClose(computeAdvantages(rewards, 'rloo'), [1, -1 / 3, -1 / 3, -1 / 3]);
+    // 0.5 - (1 + 0) / 2 = 0;  1 - (0.5 + 0) / 2 = 0.75;  0 - (0.5 + 1) / 2 = -0.75
+    expectClose(computeAdvantages([0.5, 1, 0], 'rloo'), [0, 0.75, -0.75]);
+  });
+
+  it('drgrpo: r - mean, no std normalisation', () => {
+    expectClose(computeAdvantages(rewards, 'drgrpo'), [0.75, -0.25, -0.25, -0.25]);
+    expectClose(computeAdvantages([2, 4], 'drgrpo'), [-1, 1]);
+  });
+
+  it('gives zeros to a group of equal rewards and to a group of one', () => {
+    for (const estimator of ['grpo', 'rloo', 'drgrpo'] as const) {
+      expect(computeAdvantages([1, 1, 1], estimator)).toEqual([0, 0, 0]);
+      expect(computeAdvantages([0.7], estimator)).toEqual([0]);
+      expect(computeAdvantages([], estimator)).toEqual([]);
+    }
+  });
+
+  it('rejects non-finite rewards and unknown estimators', () => {
+    expect(() => computeAdvantages([1, Number.NaN], 'grpo')).toThrow(/reward 1 is NaN/);
+    expect(() => computeAdvantages([1, 0], 'ppo' as never)).toThrow(/unknown advantage estimator "ppo"/);
+  });
+});

@@ -1,0 +1,184 @@
+import * as tf from '@tensorflow/tfjs-core';
+import { initBackend } from '../src/model/backend';
+import { modelConfig } from '../src/model/config';
+import { parameterSpecs, initWeights } from '../src/model/weights';
+import { sequenceLogprobs, type TensorWeights } from '../src/model/transformer';
+import '../src/rl/gradients';
+import { DEFAULT_LOSS_CONFIG, lossInputs, policyLoss, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+
+beforeAll(() => initBackend());
+
+/**
+ * Two sequences padded to T = 3 targets. Per target: policy logprob, behaviour logprob, mask.
+ *   row 0, A = +1:  log r = 0.1 | 0.5 (r = 1.6487 > 1.28: clipped) | 0
+ *   row 1, A = -0.5: log r = 0  | -0.5 (r = 0.6065 < 0.8: clipped) | padding, holding a log r of
+ *   47 that would overflow exp() if the mask did not zero it first
+ */
+const FIXED = {
+  logprobs: [[-1.0, -0.2, -2.0], [-0.3, -1.5, -3.0]],
+  behaviourLogprobs: [[-1.1, -0.7, -2.0], [-0.3, -1.0, -50]],
+  mask: [[1, 1, 1], [1, 1, 0]],
+  advantages: [1, -0.5],
+  refLogprobs: [[-1.2, -0.2, -1.5], [-0.3, -1.0, 0]],
+};
+
+function fixedInputs(withRef = false): LossInputs {
+  return {
+    logprobs: tf.tensor2d(FIXED.logprobs),
+    behaviourLogprobs: tf.tensor2d(FIXED.behaviourLogprobs),
+    mask: tf.tensor2d(FIXED.mask),
+    advantages: tf.tensor1d(FIXED.advantages),
+    ...(withRef ? { refLogprobs: tf.tensor2d(FIXED.refLogprobs) } : {}),
+  };
+}
+
+function evaluate(config: Partial<LossConfig>, withRef = false) {
+  return tf.tidy(() => {
+    const { loss, metrics } = policyLoss(fixedInputs(withRef), { ...DEFAULT_LOSS_CONFIG, ...config });
+    const value = (t?: tf.Scalar) => (t ? t.dataSync()[0] : undefined);
+    return {
+      loss: value(loss)!,
+      clipFraction: value(metrics.clipFraction)!,
+      approxKl: value(metrics.approxKl)!,
+      entropy: value(metrics.entropy)!,
+      refKl: value(metrics.refKl),
+    };
+  });
+}
+
+// Per-token losses l = -min(r A, clip(r, 0.8, 1.28) A), by hand:
+//   row 0: -e^0.1 = -1.1051709 | -1.28 (clipped) | -e^0 = -1
+//   row 1: -(1 * -0.5) = 0.5   | -(0.8 * -0.5) = 0.4 (clipped)
+const ROW0 = [-1.1051709, -1.28, -1.0];
+const ROW1 = [0.5, 0.4];
+const TOKEN_MEAN = (ROW0.reduce((a, b) => a + b) + ROW1.reduce((a, b) => a + b)) / 5; // -0.4970342
+const SEQUENCE_MEAN = (ROW0.reduce((a, b) => a + b) / 3 + ROW1.reduce((a, b) => a + b) / 2) / 2; // -0.3391952
+
+describe('policyLoss on fixed inputs', () => {
+  it('token-mean: the clipped surrogate averaged over the 5 masked tokens, with its metrics', () => {
+    const result = evaluate({ aggregation: 'token-mean' });
+    expect(result.loss).toBeCloseTo(TOKEN_MEAN, 5);
+    expect(result.clipFraction).toBeCloseTo(2 / 5, 6);
+    // k3 of KL(behaviour || policy): r - 1 - log r = 0.0051709, 0.1487213, 0 | 0, 0.1065307
+    expect(result.approxKl).toBeCloseTo((0.0051709 + 0.1487213 + 0.1065307) / 5, 5);
+    // -behaviour logprob over masked tokens: (1.1 + 0.7 + 2.0 + 0.3 + 1.0) / 5
+    expect(result.entropy).toBeCloseTo(1.02, 5);
+    expect(result.refKl).toBeUndefined();
+  });
+
+  it('sequence-mean-token-mean: each sequence weighs the same', () => {
+    expect(evaluate({ aggregation: 'sequence-mean-token-mean' }).loss).toBeCloseTo(SEQUENCE_MEAN, 5);
+  });
+
+  // d = ref - logp = -0.2, 0, 0.5 | 0, 0.5
+  it('KL to the reference with k1 = -d', () => {
+    const result = evaluate({ beta: 0.1, kl: 'k1' }, true);
+    expect(result.refKl).toBeCloseTo((0.2 + 0 - 0.5 + 0 - 0.5) / 5, 5);
+    expect(result.loss).toBeCloseTo(TOKEN_MEAN + 0.1 * result.refKl!, 5);
+  });
+
+  it('KL to the reference with k3 = exp(d) - d - 1', () => {
+    const result = evaluate({ beta: 0.1, kl: 'k3' }, true);
+    // 0.0187308, 0, 0.1487213 | 0, 0.1487213
+    expect(result.refKl).toBeCloseTo((0.0187308 + 0.1487213 + 0.1487213) / 5, 5);
+    expect(result.loss).toBeCloseTo(TOKEN_MEAN + 0.1 * 0.0632347, 5);
+  });
+
+  it('gives clipped tokens no gradient and the others -r A / N', () => {
+    const inputs = fixedInputs();
+    const grad = tf.grad((logprobs: tf.Tensor) => policyLoss({ ...inputs, logprobs: logprobs as tf.Tensor2D }, DEFAULT_LOSS_CONFIG).loss)(inputs.logprobs);
+    const expected = [-1.1051709 / 5, 0, -1 / 5, 0.5 / 5, 0, 0];
+    Array.from(grad.dataSync()).forEach((value, i) => expect(value).toBeCloseTo(expected[i], 6));
+    tf.dispose([grad, ...Object.values(inputs)]);
+  });
+
+  it('needs reference logprobs when beta > 0', () => {
+    expect(() => evaluate({ beta: 0.1 })).toThrow(/beta > 0 needs reference logprobs/);
+  });
+});
+
+describe('gradient of the loss through the model', () => {
+  const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
+
+  it('matches central finite differences', () => {
+    // Weights 10x the usual scale (std 0.2), so the loss depends visibly on each of them.
+    const initial = initWeights(config, 3);
+    const variables: Record<string, tf.Variable> = {};
+    for (const { name, shape, init } of parameterSpecs(config)) {
+      const values = init.kind === 'normal' ? initial.params[name].map((x) => 10 * x) : initial.params[name];
+      variables[name] = tf.variable(tf.tensor(values, [...shape]));
+    }
+    const policy: TensorWeights = { config, params: variables };
+    const temperature = 0.8;
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', temperature };
+    const sequences = [
+      { ids: [257, 258, 65, 66, 261, 260, 67, 68, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1], advantage: 0.7 },
+      { ids: [257, 259, 70, 71, 72, 261, 260, 80, 81, 82, 261], lossMask: [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], advantage: -1.2 },
+    ];
+    // Behaviour and reference logprobs a little off the policy's, inside the clip range.
+    const current = sequences.map(({ ids }) => Array.from(sequenceLogprobs(policy, ids, temperature)));
+    const samples: TrainingSample[] = sequences.map((s, b) => ({ ...s, behaviourLogprobs: [0, ...current[b].map((lp, t) => lp + 0.05 * Math.sin(3 * t + b))] }));
+    const refLogprobs = current.map((logprobs, b) => logprobs.map((lp, t) => lp - 0.1 * Math.cos(2 * t + b)));
+    const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss.dataSync()[0]);
+
+    const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss);
+    const checks: [string, number][] = [
+      ['head', 3 * 264 + 67],
+      ['head', 5 * 264 + 81],
+      ['layers.0.attn.wqkv', 2 * 24 + 1],
+      ['layers.0.attn.wqkv', 6 * 24 + 13],
+      ['layers.0.attn.wqkv', 4 * 24 + 20],
+      ['layers.0.attn.wo', 9],
+      ['layers.0.mlp.w1', 37],
+      ['layers.0.mlp.w2', 50],
+      ['layers.0.ln1.gain', 2],
+      ['final.ln.bias', 5],
+      ['embed.tokens', 66 * 8 + 4],
+      ['embed.positions', 3 * 8 + 1],
+    ];
+    const h = 1e-2;
+    const rows: string[] = [];
+    for (const [name, index] of checks) {
+      const variable = variables[name];
+      const base = variable.dataSync().slice() as Float32Array;
+      const at = (delta: number) => {
+        const values = base.slice();
+        values[index] += delta;
+        variable.assign(tf.tensor(values, variable.shape));
+        return lossValue();
+      };
+      const numeric = (at(h) - at(-h)) / (2 * h);
+      variable.assign(tf.tensor(base, variable.shape));
+      const analytic = grads[variable.name].dataSync()[index];
+      rows.push(`${name}[${index}]: analytic ${analytic.toExponential(4)} numeric ${numeric.toExponential(4)}`);
+      expect(Math.abs(analytic - numeric)).toBeLessThanOrEqual(2e-4 + 2e-2 * Math.abs(analytic));
+    }
+    console.log(`loss ${value.dataSync()[0].toFixed(5)}; gradient check:\n${rows.join('\n')}`);
+    tf.dispose([value, ...Object.values(grads), ...Object.values(variables)]);
+  });
+});
+
+describe('BatchMatMul gradient (replaced in src/rl/gradients.ts)', () => {
+  // Each transpose flag must give the gradient of the same product written with explicit transposes.
+  it.each([
+    [false, false],
+    [false, true],
+    [true, false],
+    [true, true],
+  ])('transposeA %s, transposeB %s, rank 2 and 3', (transposeA, transposeB) => {
+    for (const batch of [[], [3]]) {
+      tf.tidy(() => {
+        const swap = (x: tf.Tensor) => tf.transpose(x, batch.length ? [0, 2, 1] : [1, 0]);
+        const a = tf.randomNormal(transposeA ? [...batch, 5, 4] : [...batch, 4, 5], 0, 1, 'float32', 1);
+        const b = tf.randomNormal(transposeB ? [...batch, 6, 5] : [...batch, 5, 6], 0, 1, 'float32', 2);
+        const weights = tf.randomNormal([...batch, 4, 6], 0, 1, 'float32', 3);
+        const flagged = tf.grads((x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, y, transposeA, transposeB), weights)))([a, b]);
+        const explicit = tf.grads((x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.matMul(transposeA ? swap(x) : x, transposeB ? swap(y) : y), weights)))([a, b]);
+        flagged.forEach((grad, i) => {
+          expect(grad.shape).toEqual(explicit[i].shape);
+          expect(tf.max(tf.abs(tf.sub(grad, explicit[i]))).dataSync()[0]).toBeLessThan(1e-5);
+        });
+      });
+    }
+  });
+});

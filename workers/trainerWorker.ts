@@ -1,0 +1,22 @@
+/**
+ * Trainer worker: polls `<prefix>-trainer` for policy preparation and train steps, one at a time
+ * (a step saturates the CPU and owns the optimizer state). Run it as its own process: a train
+ * step blocks this process's event loop for its duration.
+ */
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { RunConfig } from '../config/schema';
+import { createTrainerActivities } from '../activities/trainer';
+import type { Logger } from '../src/log';
+import { CheckpointStore } from '../src/store/checkpointStore';
+import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { taskQueuesFor } from './taskQueues';
+
+export async function createTrainerWorker(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<Worker> {
+  return Worker.create({
+    connection,
+    namespace: config.temporal.namespace,
+    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
+    activities: createTrainerActivities({ model: config.model, store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
+    maxConcurrentActivityTaskExecutions: 1,
+  });
+}

@@ -1,0 +1,176 @@
+/**
+ * The training workflow (consumer) and root of a training run. It prepares version 0 of the
+ * policy, starts the rollout controller (producer), takes each trajectory group the moment the
+ * controller hands it over, and whenever `batchGroups` groups are waiting runs one train step on
+ * the trainer queue, which publishes weights version v+1; then it tells the controller, whose
+ * staleness bound and weight-sync mode decide when new trajectories use them.
+ *
+ * Exactly once: a group is queued at most once (duplicate signals are ignored), leaves the queue
+ * only into a train step, and a train step is an idempotent activity keyed by its step number, so
+ * retries and continue-as-new never train a group twice or skip one.
+ */
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineUpdate,
+  getExternalWorkflowHandle,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import type { GroupSummary } from '../src/core/records';
+import { describeEnv } from '../src/envs/label';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { rolloutWorkflow } from './rollout';
+import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
+import { episodeSpec, TrainingInput } from './types';
+
+export interface TrainingState {
+  version: number;
+  step: number;
+  /** Groups waiting for a train step, oldest first. */
+  pending: GroupSummary[];
+  /** Ids of groups already trained (so a late duplicate is recognised). */
+  trained: string[];
+  paused: boolean;
+  stopping: boolean;
+  lastMetrics?: TrainStepOutput['metrics'];
+}
+
+export interface TrainingStatus {
+  version: number;
+  step: number;
+  steps: number;
+  groupsConsumed: number;
+  queueDepth: number;
+  paused: boolean;
+  stopping: boolean;
+  lastMetrics?: TrainStepOutput['metrics'];
+}
+
+export const trainingStatusQuery = defineQuery<TrainingStatus>('trainingStatus');
+export const pauseUpdate = defineUpdate<TrainingStatus>('pause');
+export const resumeUpdate = defineUpdate<TrainingStatus>('resume');
+/** No new admissions; the groups in flight finish and are trained if a batch fills; then done. */
+export const stopUpdate = defineUpdate<TrainingStatus>('stop');
+
+export interface TrainingResult {
+  runId: string;
+  version: number;
+  steps: number;
+  groupsTrained: number;
+}
+
+export function rolloutIdOf(runId: string): string {
+  return `${runId}.rollout`;
+}
+
+export async function trainingWorkflow(input: TrainingInput, carried?: TrainingState): Promise<TrainingResult> {
+  const { trainer } = input;
+  const { preparePolicy, trainStep } = proxyActivities<TrainerActivities>({
+    taskQueue: input.taskQueues.trainer,
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '2 minutes',
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds' },
+  });
+  const controllerId = rolloutIdOf(input.runId);
+  /**
+   * Tells the controller something; once it has admitted its last trajectory and finished, there
+   * is no one left to tell, which is fine.
+   */
+  async function tellController(send: (controller: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>): Promise<void> {
+    try {
+      await send(getExternalWorkflowHandle(controllerId));
+    } catch (err) {
+      log.info('rollout controller has finished; not told', { error: String(err) });
+    }
+  }
+
+  let state: TrainingState;
+  if (carried) {
+    state = carried;
+  } else {
+    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature });
+    state = { version: prepared.version, step: prepared.step, pending: [], trained: [], paused: false, stopping: false };
+    await startChild(rolloutWorkflow, {
+      workflowId: controllerId,
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{
+        ...episodeSpec(input),
+        groups: (trainer.steps - prepared.step) * trainer.batchGroups,
+        firstGroupIndex: prepared.step * trainer.batchGroups,
+        groupSize: input.groupSize,
+        maxConcurrency: input.maxConcurrency,
+        training: {
+          trainerWorkflowId: workflowInfo().workflowId,
+          batchTrajectories: trainer.batchGroups * input.groupSize,
+          maxStaleness: trainer.maxStaleness,
+          weightSync: trainer.weightSync,
+          initialVersion: prepared.version,
+        },
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
+      ],
+      staticSummary: `rollouts of training run ${input.runId}`,
+    });
+  }
+
+  const status = (): TrainingStatus => ({
+    version: state.version,
+    step: state.step,
+    steps: trainer.steps,
+    groupsConsumed: state.trained.length,
+    queueDepth: state.pending.length,
+    paused: state.paused,
+    stopping: state.stopping,
+    lastMetrics: state.lastMetrics,
+  });
+  setHandler(trainingStatusQuery, status);
+  setHandler(pauseUpdate, () => {
+    state.paused = true;
+    return status();
+  });
+  setHandler(resumeUpdate, () => {
+    state.paused = false;
+    return status();
+  });
+  setHandler(stopUpdate, async () => {
+    state.stopping = true;
+    await tellController((controller) => controller.signal(stopAdmissionSignal));
+    return status();
+  });
+  setHandler(groupReadySignal, (group) => {
+    const seen = state.trained.includes(group.groupId) || state.pending.some((g) => g.groupId === group.groupId);
+    if (!seen) state.pending.push(group);
+  });
+
+  const batchReady = () => state.pending.length >= trainer.batchGroups;
+  while (state.step < trainer.steps) {
+    await condition(() => (batchReady() && !state.paused) || state.stopping);
+    if (!batchReady()) break;
+    const batch = state.pending.slice(0, trainer.batchGroups);
+    const result = await trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature });
+    state.pending = state.pending.slice(batch.length);
+    state.trained.push(...batch.map((g) => g.groupId));
+    state.version = result.version;
+    state.step++;
+    state.lastMetrics = result.metrics;
+    await tellController((controller) => controller.signal(policyPublishedSignal, state.version));
+
+    if (workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      await continueAsNew<typeof trainingWorkflow>(input, state);
+    }
+  }
+  return { runId: input.runId, version: state.version, steps: state.step, groupsTrained: state.trained.length };
+}
