@@ -77,7 +77,8 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     taskQueue: input.taskQueues.trainer,
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '2 minutes',
-    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds' },
+    // A step that fails five times (bad data, a bug) fails the run visibly instead of retrying forever.
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
   });
   const controllerId = rolloutIdOf(input.runId);
   /**

@@ -2,22 +2,24 @@
  * Format warm-up: a short supervised phase that teaches an untrained policy to answer in the
  * agent's format (`Action: <move>` then <|end|>) so that RL starts from parseable answers.
  *
- * It teaches the format only, never solutions: every example shows a random map with the player
- * on a random cell, and answers with a uniformly random move. Conversations run 1 to MAX_TURNS
- * turns (each turn an independent random position) so later-turn contexts are covered too, and
+ * It teaches the format only, never solutions: every example is an episode on a random map played
+ * with uniformly random moves (up to MAX_TURNS), so later-turn contexts are covered too, and
  * some turns follow a malformed answer and the agent's "invalid answer" reply, so the policy also
  * learns to get back to the format. The loss mask is 1 on the well-formed answers only.
  */
 import { FROZENLAKE_SYSTEM_PROMPT, formatExample, invalidActionMessage, parseAction, renderObservation } from '../agents/frozenlakeAgent';
 import { createRng, type Rng } from '../core/random';
 import { encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS, type ChatMessage } from '../core/tokenizer';
-import { ACTION_NAMES, generateMap, type FrozenLakeObservation } from '../envs/frozenlake';
+import { ACTION_NAMES, FrozenLake, type FrozenLakeObservation } from '../envs/frozenlake';
 import type { MaskedSequence } from './loss';
 import type { PolicyTrainer } from './trainer';
 
-const MAX_TURNS = 6;
-/** No new turn starts past this length, so conversations fit the default context (1024). */
-const MAX_TOKENS = 700;
+const MAX_TURNS = 8;
+/**
+ * No new turn starts once a conversation is this long, so it fits the model's context: the
+ * longest turn (an 8x8 grid after a malformed answer) adds under 200 tokens.
+ */
+const TURN_HEADROOM = 200;
 /** Share of turns that follow a malformed answer instead of a move. */
 const RECOVERY_SHARE = 0.1;
 /** Malformed answers of the kinds an untrained or drifting policy writes. */
@@ -25,28 +27,30 @@ const MALFORMED = ['Act', 'Action: le', 'Action:', 'down down', '', 'Action: for
 const MAP_SIZES = [4, 8] as const;
 
 /** `count` warm-up conversations, a pure function of (count, seed). */
-export function formatWarmupSamples(count: number, seed: number): MaskedSequence[] {
+export function formatWarmupSamples(count: number, seed: number, maxContext = 1024): MaskedSequence[] {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
   const rng = createRng(seed);
-  return Array.from({ length: count }, () => conversation(rng));
+  const maxLength = maxContext - TURN_HEADROOM;
+  if (maxLength < 200) throw new Error(`format warm-up needs a context of at least ${200 + TURN_HEADROOM} tokens, got ${maxContext}`);
+  return Array.from({ length: count }, () => conversation(rng, maxLength));
 }
 
-function conversation(rng: Rng): MaskedSequence {
+function conversation(rng: Rng, maxLength: number): MaskedSequence {
   const pick = (n: number) => Math.floor(rng() * n);
   const size = MAP_SIZES[pick(MAP_SIZES.length)];
-  const grid = generateMap(size, pick(2 ** 32));
-  const observe = (): ChatMessage => ({ role: 'user', content: renderObservation(randomPosition(grid, pick)) });
+  // A real episode played with uniformly random moves, so the contexts look like rollouts (walls
+  // that leave the player in place, repeated observations) while the answers teach no solution.
+  const env = new FrozenLake({ size, map: 'random', mapSeed: pick(2 ** 32), slippery: false, seed: 0, maxSteps: MAX_TURNS });
+  const observe = (observation: FrozenLakeObservation): ChatMessage => ({ role: 'user', content: renderObservation(observation) });
   const ids: number[] = [];
   const lossMask: number[] = [];
   const append = (tokens: readonly number[], trained: 0 | 1) => {
     ids.push(...tokens);
     lossMask.push(...tokens.map(() => trained));
   };
-  append(renderConversationStart([{ role: 'system', content: FROZENLAKE_SYSTEM_PROMPT }, observe()]), 0);
-  const turns = 1 + pick(MAX_TURNS);
+  append(renderConversationStart([{ role: 'system', content: FROZENLAKE_SYSTEM_PROMPT }, observe(env.reset())]), 0);
   let answer: number[] = [];
-  for (let turn = 0; turn < turns && ids.length < MAX_TOKENS; turn++) {
-    if (turn > 0) append(renderContinuation(answer, [observe()]), 0);
+  for (let done = false; !done && ids.length < maxLength; ) {
     if (rng() < RECOVERY_SHARE) {
       // The malformed answer is context, not a target (mask 0); the reply to it is a target.
       const malformed = MALFORMED[pick(MALFORMED.length)];
@@ -55,18 +59,16 @@ function conversation(rng: Rng): MaskedSequence {
       append(answer, 0);
       append(renderContinuation(answer, [{ role: 'user', content: invalidActionMessage(parsed.ok ? 'unexpected' : parsed.error) }]), 0);
     }
-    answer = [...encode(formatExample(pick(ACTION_NAMES.length))), SPECIAL_TOKENS.end];
+    const action = pick(ACTION_NAMES.length);
+    answer = [...encode(formatExample(action)), SPECIAL_TOKENS.end];
     append(answer, 1);
+    const result = env.step(action);
+    done = result.done;
+    if (!done) append(renderContinuation(answer, [observe(result.observation)]), 0);
   }
   return { ids, lossMask };
 }
 
-/** The map with the player on a random cell where the agent could be asked to move (not H or G). */
-function randomPosition(grid: string[], pick: (n: number) => number): FrozenLakeObservation {
-  const cells = grid.flatMap((line, row) => [...line].flatMap((cell, col) => (cell === 'H' || cell === 'G' ? [] : [{ row, col }])));
-  const { row, col } = cells[pick(cells.length)];
-  return { grid, row, col, size: grid.length, steps: 0 };
-}
 
 export interface FormatWarmupOptions {
   steps: number;
@@ -84,7 +86,7 @@ export interface FormatWarmupOptions {
 export function runFormatWarmup(trainer: PolicyTrainer, { steps, batchSize = 8, learningRate = 1e-2, seed }: FormatWarmupOptions): { losses: number[] } {
   if (!Number.isSafeInteger(steps) || steps < 0) throw new Error(`steps must be a non-negative integer, got ${steps}`);
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
-  const samples = formatWarmupSamples(steps * batchSize, seed);
+  const samples = formatWarmupSamples(steps * batchSize, seed, trainer.config.maxContext);
   const losses: number[] = [];
   for (let step = 0; step < steps; step++) {
     losses.push(trainer.supervisedStep(samples.slice(step * batchSize, (step + 1) * batchSize), { learningRate }).loss);
