@@ -93,39 +93,8 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     }
   }
 
-  let state: TrainingState;
-  if (carried) {
-    state = carried;
-  } else {
-    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature });
-    state = { version: prepared.version, step: prepared.step, pending: [], trained: [], paused: false, stopping: false };
-    await startChild(rolloutWorkflow, {
-      workflowId: controllerId,
-      taskQueue: input.taskQueues.workflows,
-      parentClosePolicy: ParentClosePolicy.ABANDON,
-      args: [{
-        ...episodeSpec(input),
-        groups: (trainer.steps - prepared.step) * trainer.batchGroups,
-        firstGroupIndex: prepared.step * trainer.batchGroups,
-        groupSize: input.groupSize,
-        maxConcurrency: input.maxConcurrency,
-        training: {
-          trainerWorkflowId: workflowInfo().workflowId,
-          batchTrajectories: trainer.batchGroups * input.groupSize,
-          maxStaleness: trainer.maxStaleness,
-          weightSync: trainer.weightSync,
-          initialVersion: prepared.version,
-        },
-      }],
-      typedSearchAttributes: [
-        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
-        { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
-      ],
-      staticSummary: `rollouts of training run ${input.runId}`,
-    });
-  }
-
+  const state: TrainingState = carried ?? { version: 0, step: 0, pending: [], trained: [], paused: false, stopping: false };
+  // Handlers first, so status answers while version 0 is still being prepared.
   const status = (): TrainingStatus => ({
     version: state.version,
     step: state.step,
@@ -154,6 +123,39 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     const seen = state.trained.includes(group.groupId) || state.pending.some((g) => g.groupId === group.groupId);
     if (!seen) state.pending.push(group);
   });
+
+  if (!carried) {
+    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature });
+    state.version = prepared.version;
+    state.step = prepared.step;
+  }
+  if (!carried && !state.stopping) {
+    await startChild(rolloutWorkflow, {
+      workflowId: controllerId,
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{
+        ...episodeSpec(input),
+        groups: (trainer.steps - state.step) * trainer.batchGroups,
+        firstGroupIndex: state.step * trainer.batchGroups,
+        groupSize: input.groupSize,
+        maxConcurrency: input.maxConcurrency,
+        training: {
+          trainerWorkflowId: workflowInfo().workflowId,
+          batchTrajectories: trainer.batchGroups * input.groupSize,
+          maxStaleness: trainer.maxStaleness,
+          weightSync: trainer.weightSync,
+          initialVersion: state.version,
+        },
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
+      ],
+      staticSummary: `rollouts of training run ${input.runId}`,
+    });
+  }
 
   const batchReady = () => state.pending.length >= trainer.batchGroups;
   while (state.step < trainer.steps) {

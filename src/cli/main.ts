@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, loadRunConfig } from '../../config/load';
 import { rolloutStatusQuery } from '../../workflows/signals';
+import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../../workflows/training';
 import { parseRoles, ROLES, startWorkers } from '../../workers/start';
 import { createLogger } from '../log';
 import { ensureTemporalBinary } from '../temporal/binary';
@@ -98,22 +99,45 @@ program
   });
 
 program
+  .command('control')
+  .description('pause, resume or stop a training run (stop: no new rollouts; in-flight groups finish; the last version stays published)')
+  .argument('<runId>', 'the training run id')
+  .argument('<action>', 'pause | resume | stop')
+  .option('-c, --config <file>', 'run config, for the Temporal address and namespace')
+  .action(async (runId, action, opts) => {
+    const updates = { pause: pauseUpdate, resume: resumeUpdate, stop: stopUpdate } as const;
+    const update = updates[action as keyof typeof updates];
+    if (!update) throw new Error(`unknown action ${JSON.stringify(action)}; actions: ${Object.keys(updates).join(', ')}`);
+    await withClient(opts.config, async (client) => {
+      const status = await client.workflow.getHandle(runId).executeUpdate(update);
+      process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+    });
+  });
+
+program
   .command('status')
   .description("show a run's progress (or its result once finished)")
   .argument('<runId>', 'the run id printed by `trajflow run`')
   .option('-c, --config <file>', 'run config, for the Temporal address and namespace')
   .action(async (runId, opts) => {
-    const temporal = opts.config ? loadRunConfig(opts.config).temporal : { address: '127.0.0.1:7233', namespace: 'default' };
-    const connection = await Connection.connect({ address: temporal.address });
-    try {
-      const handle = new Client({ connection, namespace: temporal.namespace }).workflow.getHandle(runId);
+    await withClient(opts.config, async (client) => {
+      const handle = client.workflow.getHandle(runId);
       const description = await handle.describe();
-      const status = await handle.query(rolloutStatusQuery);
-      process.stdout.write(`${runId}: ${description.status.name}\n${JSON.stringify(status, null, 2)}\n`);
-    } finally {
-      await connection.close();
-    }
+      const status = description.type === 'trainingWorkflow' ? await handle.query(trainingStatusQuery) : await handle.query(rolloutStatusQuery);
+      process.stdout.write(`${runId} (${description.type}): ${description.status.name}\n${JSON.stringify(status, null, 2)}\n`);
+    });
   });
+
+/** Runs `fn` with a client for the config's Temporal address (the local default without one). */
+async function withClient(configFile: string | undefined, fn: (client: Client) => Promise<void>): Promise<void> {
+  const temporal = configFile ? loadRunConfig(configFile).temporal : { address: '127.0.0.1:7233', namespace: 'default' };
+  const connection = await Connection.connect({ address: temporal.address });
+  try {
+    await fn(new Client({ connection, namespace: temporal.namespace }));
+  } finally {
+    await connection.close();
+  }
+}
 
 export function main(argv = process.argv): void {
   program.parseAsync(argv).catch(fail);
