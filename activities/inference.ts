@@ -31,7 +31,12 @@ export interface GenerateInput {
 export interface PolicyRequirement {
   runId: string;
   minVersion: number;
+  /** Turn-level weight sync: use the newest published version as soon as it exists. */
+  followLatest: boolean;
 }
+
+/** How long a looked-up "newest published version" is trusted before the folder is read again. */
+const LATEST_VERSION_TTL_MS = 500;
 
 /** What the workflow needs to go on; the token arrays stay in the store. */
 export interface GenerateOutput {
@@ -73,8 +78,17 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
   /** The run and version of the weights the provider holds, once a training run set them. */
   let loaded: { runId: string; version: number } | undefined;
   let loading: Promise<void> | undefined;
+  let latestSeen: { runId: string; version: number; at: number } | undefined;
 
-  const satisfies = (need: PolicyRequirement) => loaded !== undefined && loaded.runId === need.runId && loaded.version >= need.minVersion;
+  const satisfies = (runId: string, version: number) => loaded !== undefined && loaded.runId === runId && loaded.version >= version;
+
+  /** The newest published version of a run, read from disk at most every LATEST_VERSION_TTL_MS. */
+  async function newestPublished(runId: string): Promise<number> {
+    if (latestSeen?.runId !== runId || Date.now() - latestSeen.at > LATEST_VERSION_TTL_MS) {
+      latestSeen = { runId, version: (await checkpoints.latestVersion(runId)) ?? -1, at: Date.now() };
+    }
+    return latestSeen.version;
+  }
 
   /**
    * Makes the provider hold `need.runId`'s newest weights if it holds none as new as required.
@@ -83,11 +97,12 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
    * new version while older episodes are still running.
    */
   async function ensurePolicy(need: PolicyRequirement): Promise<void> {
-    while (!satisfies(need)) {
+    const target = need.followLatest ? Math.max(need.minVersion, await newestPublished(need.runId)) : need.minVersion;
+    while (!satisfies(need.runId, target)) {
       loading ??= (async () => {
         const latest = await checkpoints.latestVersion(need.runId);
-        if (latest === undefined || latest < need.minVersion) {
-          throw new Error(`run ${need.runId} has published no weights version >= ${need.minVersion} (latest: ${latest ?? 'none'})`);
+        if (latest === undefined || latest < target) {
+          throw new Error(`run ${need.runId} has published no weights version >= ${target} (latest: ${latest ?? 'none'})`);
         }
         const version = await provider.loadWeights(checkpoints.file(need.runId, latest));
         loaded = { runId: need.runId, version };

@@ -49,7 +49,7 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
     const child = await startChild(trajectoryWorkflow, {
       workflowId: trajectoryId,
       taskQueue: input.taskQueues.workflows,
-      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed, minPolicyVersion: slotVersions[index] }],
+      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed, minPolicyVersion: slotVersions[index], weightSync: input.weightSync }],
       typedSearchAttributes: searchAttributes.updateCopy([
         { key: SEARCH_ATTRIBUTES.kind, value: 'trajectory' },
         { key: SEARCH_ATTRIBUTES.status, value: 'running' },

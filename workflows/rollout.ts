@@ -173,6 +173,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
           controllerId,
           initialAdmits: count,
           policyVersion: slotVersion(),
+          weightSync: input.training?.weightSync,
         }],
         typedSearchAttributes: [
           { key: SEARCH_ATTRIBUTES.run, value: input.runId },

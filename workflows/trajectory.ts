@@ -62,7 +62,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
       retry: { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] },
     });
 
-  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion };
+  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
   const actions: unknown[] = [];
   let envRestores = 0;
   const openSession = () =>

@@ -25,6 +25,8 @@ export interface TrajectoryInput extends EpisodeSpec {
   envSeed: number;
   /** In a training run: the policy version current when this trajectory was admitted. */
   minPolicyVersion?: number;
+  /** In a training run: `turn` lets each turn use the newest published weights. */
+  weightSync?: 'episode' | 'turn';
 }
 
 export interface GroupInput extends EpisodeSpec {
@@ -38,6 +40,7 @@ export interface GroupInput extends EpisodeSpec {
   initialAdmits: number;
   /** Policy version of the initial slots (training runs only). */
   policyVersion?: number;
+  weightSync?: 'episode' | 'turn';
 }
 
 export interface RolloutInput extends EpisodeSpec {
