@@ -97,9 +97,13 @@ export function createEnvActivities({ sessions, sessionQueue, store, logger }: E
     return { sessionQueue, observation };
   }
 
-  /** The trajectory's reward: the environment's return (FrozenLake: 1 on reaching the goal). */
-  async function computeReward(input: { envReturn: number }): Promise<number> {
-    return input.envReturn;
+  /**
+   * The trajectory's reward: the environment's return (FrozenLake: 1 on reaching the goal), plus
+   * `formatWeight` x the share of answers that parsed as an action.
+   */
+  async function computeReward(input: { envReturn: number; turns: number; invalidActions: number; formatWeight: number }): Promise<number> {
+    const formatShare = input.turns > 0 ? (input.turns - input.invalidActions) / input.turns : 0;
+    return input.envReturn + input.formatWeight * formatShare;
   }
 
   async function recordTrajectory(summary: TrajectorySummary): Promise<void> {

@@ -82,7 +82,7 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     messages = [{ role: 'user', content: agent.renderObservation(result.observation) }];
   }
   await timed(() => session.envClose({ sessionId }));
-  await timed(() => env.computeReward({ envReturn }));
+  await timed(() => env.computeReward({ envReturn, turns: steps, invalidActions: 0, formatWeight: config.reward.formatWeight }));
 }
 
 export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise<OrchestrationResult> {

@@ -54,6 +54,14 @@ export const AgentConfigSchema = z.strictObject({
   maxTurns: positiveInt.default(12),
 });
 
+export const RewardConfigSchema = z.strictObject({
+  /**
+   * Weight of the format reward: the share of the trajectory's answers that parsed as an action,
+   * added to the environment's return. 0 = the environment's return alone.
+   */
+  formatWeight: z.number().nonnegative().default(0),
+});
+
 export const RolloutConfigSchema = z.strictObject({
   /** Prompts (distinct environment instances) in this run. */
   groups: positiveInt.default(8),
@@ -112,6 +120,7 @@ export const RunConfigSchema = z.strictObject({
   sampling: SamplingConfigSchema.prefault({}),
   env: EnvConfigSchema,
   agent: AgentConfigSchema.prefault({}),
+  reward: RewardConfigSchema.prefault({}),
   rollout: RolloutConfigSchema.prefault({}),
   trainer: TrainerConfigSchema.prefault({}),
 });
@@ -119,5 +128,6 @@ export const RunConfigSchema = z.strictObject({
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
+export type RewardConfig = z.infer<typeof RewardConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;
 export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;

@@ -1,9 +1,8 @@
 /**
  * A short training run on the real dev server: rollouts stream into the trainer, each step
- * publishes a new weights version, the loss stays finite, eta = 0 keeps every trained token
- * on-policy, and a group signalled twice is trained once. (Whether the weights move depends on a
- * group having reward variance, which an untrained tiny policy rarely produces in three steps;
- * the trainer's own tests cover the update itself.)
+ * publishes a new weights version that differs from the last, the loss stays finite, eta = 0
+ * keeps every trained token on-policy, and a group signalled twice is trained once. The format
+ * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -25,7 +24,8 @@ describe('training run', () => {
       agent: { maxTurns: 4 },
       sampling: { maxTokens: 12, temperature: 0.7 },
       rollout: { groupSize: 8, maxConcurrency: 16 },
-      trainer: { steps: 3, batchGroups: 2, maxStaleness: 0, weightSync: 'turn', formatWarmupSteps: 5 },
+      trainer: { steps: 3, batchGroups: 2, maxStaleness: 0, weightSync: 'turn', formatWarmupSteps: 30 },
+      reward: { formatWeight: 0.5 },
     });
     const runId = 'training-run';
     const logger = createLogger('test');
@@ -68,9 +68,16 @@ describe('training run', () => {
       }
       expect(new Set(trainedGroups).size).toBe(trainedGroups.length);
 
+      expect(curve.every((m) => m.gradNorm > 0)).toBe(true);
       const checkpoints = new CheckpointStore(config.dataDir);
       expect(await checkpoints.latestVersion(runId)).toBe(3);
-      expect((await loadCheckpoint(checkpoints.file(runId, 3))).policyVersion).toBe(3);
+      for (let version = 1; version <= 3; version++) {
+        const before = await loadCheckpoint(checkpoints.file(runId, version - 1));
+        const after = await loadCheckpoint(checkpoints.file(runId, version));
+        expect(after.policyVersion).toBe(version);
+        const moved = Object.keys(after.weights.params).filter((name) => after.weights.params[name].some((x, i) => x !== before.weights.params[name][i]));
+        expect(moved.length).toBeGreaterThan(0);
+      }
     } finally {
       await workers.shutdown();
     }

@@ -23,6 +23,7 @@ import {
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
+import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { describeEnv } from '../src/envs/label';
@@ -113,7 +114,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     status.trajectoriesFinished += summary.trajectoryIds.length;
     status.trajectoriesFailed += summary.failed.length;
     status.rewardSum += summary.rewards.reduce((a, b) => a + b, 0);
-    status.successes += summary.rewards.filter((r) => r > 0).length;
+    status.successes += solvedOf(summary).filter(Boolean).length;
     status.turnsSum += summary.turns.reduce((a, b) => a + b, 0);
     changed = true;
     if (input.training) await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);

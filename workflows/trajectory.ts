@@ -133,7 +133,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     );
   }
 
-  const reward = await computeReward({ envReturn });
+  const reward = await computeReward({ envReturn, turns, invalidActions, formatWeight: input.reward?.formatWeight ?? 0 });
   const summary: TrajectorySummary = {
     runId,
     groupId: input.groupId,
@@ -142,6 +142,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     status,
     reason,
     reward,
+    envReturn,
     turns,
     envSteps: actions.length,
     invalidActions,

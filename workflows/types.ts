@@ -1,5 +1,5 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
-import type { EnvConfig, SamplingConfig, TrainerConfig } from '../config/schema';
+import type { EnvConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
 
 export interface TaskQueues {
   workflows: string;
@@ -15,6 +15,8 @@ export interface EpisodeSpec {
   env: EnvConfig;
   agent: { name: string; maxTurns: number };
   sampling: SamplingConfig;
+  /** Optional so workflows started before rewards were configurable still replay. */
+  reward?: RewardConfig;
   taskQueues: TaskQueues;
 }
 
@@ -71,6 +73,6 @@ export interface TrainingInput extends EpisodeSpec {
 
 /** The shared episode fields of a larger input, without its own extras. */
 export function episodeSpec(input: EpisodeSpec): EpisodeSpec {
-  const { runId, runSeed, env, agent, sampling, taskQueues } = input;
-  return { runId, runSeed, env, agent, sampling, taskQueues };
+  const { runId, runSeed, env, agent, sampling, reward, taskQueues } = input;
+  return { runId, runSeed, env, agent, sampling, reward, taskQueues };
 }

@@ -23,6 +23,7 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     env: config.env,
     agent: config.agent,
     sampling: config.sampling,
+    reward: config.reward,
     taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
   };
 }

@@ -3,6 +3,14 @@ import type { GroupSummary, TrajectorySummary } from './records';
 
 export type TrajectoryOutcome = { ok: true; summary: TrajectorySummary } | { ok: false; trajectoryId: string; reason: string };
 
+/**
+ * Which trajectories of a group solved the task. Groups recorded before rewards could include a
+ * format term carry no `solved`; their reward was the environment's return alone.
+ */
+export function solvedOf(group: GroupSummary): boolean[] {
+  return group.solved ?? group.rewards.map((reward) => reward > 0);
+}
+
 export function summarizeGroup(runId: string, groupId: string, outcomes: readonly TrajectoryOutcome[]): GroupSummary {
   const completed = outcomes.flatMap((o) => (o.ok ? [o.summary] : []));
   const rewards = completed.map((s) => s.reward);
@@ -14,6 +22,7 @@ export function summarizeGroup(runId: string, groupId: string, outcomes: readonl
     groupId,
     trajectoryIds: completed.map((s) => s.trajectoryId),
     rewards,
+    solved: completed.map((s) => s.envReturn > 0),
     turns: completed.map((s) => s.turns),
     failed: outcomes.flatMap((o) => (o.ok ? [] : [{ trajectoryId: o.trajectoryId, reason: o.reason }])),
     rewardMean: mean,

@@ -37,6 +37,8 @@ export interface TrajectorySummary {
   /** Why the episode ended, in words. */
   reason: string;
   reward: number;
+  /** The environment's own return; the task counts as solved when it is > 0. */
+  envReturn: number;
   turns: number;
   envSteps: number;
   invalidActions: number;
@@ -54,6 +56,8 @@ export interface GroupSummary {
   /** Trajectories that completed, with their rewards and turn counts in the same order. */
   trajectoryIds: string[];
   rewards: number[];
+  /** Whether each trajectory solved the task (its environment return was > 0). */
+  solved?: boolean[];
   turns: number[];
   failed: { trajectoryId: string; reason: string }[];
   rewardMean: number;

@@ -1,4 +1,5 @@
 /** The per-step record of a training run (one line of metrics.jsonl). Pure. */
+import { solvedOf } from '../core/groupStats';
 import type { GroupSummary } from '../core/records';
 import type { TrainMetrics } from './trainer';
 
@@ -12,7 +13,7 @@ export interface StepMetrics extends TrainMetrics {
   trajectories: number;
   rewardMean: number;
   rewardStd: number;
-  /** Fraction of trajectories with reward > 0. */
+  /** Fraction of trajectories that solved the task. */
   successRate: number;
   advantageMean: number;
   advantageAbsMean: number;
@@ -62,7 +63,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     trajectories: rewards.length,
     rewardMean,
     rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),
-    successRate: mean(rewards.map((r) => (r > 0 ? 1 : 0))),
+    successRate: mean(inputs.groups.flatMap(solvedOf).map((solved) => (solved ? 1 : 0))),
     advantageMean: mean(inputs.advantages),
     advantageAbsMean: mean(inputs.advantages.map(Math.abs)),
     stalenessHistogram: histogram,
