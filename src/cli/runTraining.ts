@@ -31,6 +31,13 @@ function spawnTrainer(configFile: string, logFile: string): ChildProcess {
   });
   child.stdout!.pipe(log);
   child.stderr!.pipe(log);
+  // The trainer must not outlive an interrupted `trajflow train` (the run itself stays durable).
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      child.kill('SIGTERM');
+      process.exit(130);
+    });
+  }
   return child;
 }
 
