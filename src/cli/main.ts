@@ -123,8 +123,14 @@ program
     await withClient(opts.config, async (client) => {
       const handle = client.workflow.getHandle(runId);
       const description = await handle.describe();
-      const status = description.type === 'trainingWorkflow' ? await handle.query(trainingStatusQuery) : await handle.query(rolloutStatusQuery);
-      process.stdout.write(`${runId} (${description.type}): ${description.status.name}\n${JSON.stringify(status, null, 2)}\n`);
+      process.stdout.write(`${runId} (${description.type}): ${description.status.name}\n`);
+      try {
+        const status = description.type === 'trainingWorkflow' ? await handle.query(trainingStatusQuery) : await handle.query(rolloutStatusQuery);
+        process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+      } catch (err) {
+        // Queries are answered by a workflow worker; none may be running right now.
+        process.stdout.write(`no progress available (${(err as Error).message}); is a workflow worker polling ${description.taskQueue}?\n`);
+      }
     });
   });
 

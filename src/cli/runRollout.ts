@@ -15,7 +15,7 @@ import { rolloutStatusQuery } from '../../workflows/signals';
 import type { RolloutInput } from '../../workflows/types';
 import { taskQueuesFor } from '../../workers/taskQueues';
 import { createProgress } from './progress';
-import { episodeSpecOf, openSession } from './session';
+import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 
 export interface RunSummary {
   runId: string;
@@ -43,6 +43,7 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
   const { logger } = options;
   const session = await openSession(config, options);
   const { runId, runDir, client, workers } = session;
+  exitOnInterrupt(logger);
   try {
     const enginesDir = path.join(config.dataDir, 'engines');
     await workers?.flushEngineStats();

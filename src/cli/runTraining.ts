@@ -15,7 +15,7 @@ import { PROJECT_ROOT } from '../paths';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
 import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../../workflows/training';
 import { createProgress } from './progress';
-import { episodeSpecOf, openSession } from './session';
+import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 
 export interface TrainingSummary {
   result: TrainingResult;
@@ -31,13 +31,6 @@ function spawnTrainer(configFile: string, logFile: string): ChildProcess {
   });
   child.stdout!.pipe(log);
   child.stderr!.pipe(log);
-  // The trainer must not outlive an interrupted `trajflow train` (the run itself stays durable).
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      child.kill('SIGTERM');
-      process.exit(130);
-    });
-  }
   return child;
 }
 
@@ -64,6 +57,8 @@ export async function runTraining(
       if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
       trainer = spawnTrainer(options.configFile, path.join(runDir, 'trainer.log'));
     }
+    // The trainer process must not outlive an interrupted `trajflow train`.
+    exitOnInterrupt(logger, () => trainer?.kill('SIGTERM'));
     const startedAt = Date.now();
     const handle = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,

@@ -34,6 +34,20 @@ function portOf(address: string): number {
   return port;
 }
 
+/**
+ * Ctrl-C / SIGTERM end the CLI (after `cleanup`) instead of leaving it waiting on a run whose
+ * local workers just shut down; the run itself stays in Temporal and goes on when workers return.
+ */
+export function exitOnInterrupt(logger: Logger, cleanup: () => void = () => undefined): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      cleanup();
+      logger.warn({ signal }, 'interrupted; the run stays in Temporal and resumes when workers poll again');
+      process.exit(130);
+    });
+  }
+}
+
 export interface Session {
   runId: string;
   runDir: string;
