@@ -22,6 +22,7 @@ import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/files';
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
 import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
 
@@ -59,21 +60,6 @@ function stepFile(dataDir: string, runId: string, step: number): string {
   return path.join(dataDir, 'runs', runId, 'train', `step-${String(step).padStart(6, '0')}.json`);
 }
 
-async function readIfExists<T>(file: string): Promise<T | undefined> {
-  try {
-    return JSON.parse(await fs.readFile(file, 'utf8')) as T;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-async function writeAtomically(file: string, write: (temp: string) => Promise<void>): Promise<void> {
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  const temp = `${file}.${process.pid}.tmp`;
-  await write(temp);
-  await fs.rename(temp, file);
-}
 
 export function createTrainerActivities({ model, store, checkpoints, dataDir, logger }: TrainerDeps) {
   /** The trainer in memory and which run/version its weights are. */
@@ -129,7 +115,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
   async function trainStep(input: TrainStepInput): Promise<TrainStepOutput> {
     const { runId, step, baseVersion } = input;
     const resultFile = stepFile(dataDir, runId, step);
-    const done = await readIfExists<TrainStepOutput>(resultFile);
+    const done = await readJson<TrainStepOutput>(resultFile);
     if (done) {
       logger.info({ runId, step }, 'train step already done by an earlier attempt; returning it');
       return done;
@@ -172,7 +158,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     });
     previous = { endedAt, engines };
     const output: TrainStepOutput = { version, metrics };
-    await writeAtomically(resultFile, (temp) => fs.writeFile(temp, JSON.stringify(output)));
+    await writeJsonAtomically(resultFile, output);
     await fs.appendFile(path.join(path.dirname(resultFile), 'metrics.jsonl'), `${JSON.stringify(metrics)}\n`);
     logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
     return output;

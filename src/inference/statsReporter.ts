@@ -6,6 +6,7 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { readJson, writeJsonAtomically } from '../store/files';
 import type { EngineStats, InferenceProvider } from './provider';
 
 export interface EngineSnapshot extends EngineStats {
@@ -26,10 +27,7 @@ export class EngineStatsReporter {
 
   async flush(): Promise<void> {
     const snapshot: EngineSnapshot = { ...(await this.provider.stats()), workerId: this.workerId, writtenAt: Date.now() };
-    await fs.mkdir(this.dir, { recursive: true });
-    const file = path.join(this.dir, `${this.workerId}.json`);
-    await fs.writeFile(`${file}.tmp`, JSON.stringify(snapshot));
-    await fs.rename(`${file}.tmp`, file);
+    await writeJsonAtomically(path.join(this.dir, `${this.workerId}.json`), snapshot);
   }
 
   async stop(): Promise<void> {
@@ -40,10 +38,8 @@ export class EngineStatsReporter {
 
 export async function readEngineSnapshots(dir: string): Promise<EngineSnapshot[]> {
   const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const snapshots = await Promise.all(
-    names.filter((n) => n.endsWith('.json')).map(async (n) => JSON.parse(await fs.readFile(path.join(dir, n), 'utf8')) as EngineSnapshot),
-  );
-  return snapshots;
+  const snapshots = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<EngineSnapshot>(path.join(dir, n))));
+  return snapshots.filter((s): s is EngineSnapshot => s !== undefined);
 }
 
 /**

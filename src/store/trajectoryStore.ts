@@ -10,10 +10,10 @@
  * activity finds the first attempt's record and returns it, so work is never done twice and a
  * record is never half-written.
  */
-import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { GroupSummary, TrajectorySummary, TurnRecord } from '../core/records';
+import { readJson, tempBeside, writeJsonAtomically } from './files';
 
 const SAFE_ID = /^[A-Za-z0-9_.-]+$/;
 
@@ -22,30 +22,10 @@ function checkId(kind: string, id: string): string {
   return id;
 }
 
-async function readJson<T>(file: string): Promise<T | undefined> {
-  try {
-    return JSON.parse(await fs.readFile(file, 'utf8')) as T;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-async function writeTemp(file: string, value: unknown): Promise<string> {
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  const temp = `${file}.${randomUUID()}.tmp`;
-  await fs.writeFile(temp, JSON.stringify(value));
-  return temp;
-}
-
-/** Replaces `file` atomically. */
-async function writeJson(file: string, value: unknown): Promise<void> {
-  await fs.rename(await writeTemp(file, value), file);
-}
-
 /** Creates `file` atomically unless it exists; returns whichever content is now stored. */
 async function createJsonOnce<T>(file: string, value: T): Promise<T> {
-  const temp = await writeTemp(file, value);
+  const temp = await tempBeside(file);
+  await fs.writeFile(temp, JSON.stringify(value));
   try {
     await fs.link(temp, file);
     return value;
@@ -98,7 +78,7 @@ export class TrajectoryStore {
   }
 
   putTrajectory(summary: TrajectorySummary): Promise<void> {
-    return writeJson(path.join(this.trajectoryDir(summary.runId, summary.trajectoryId), 'summary.json'), summary);
+    return writeJsonAtomically(path.join(this.trajectoryDir(summary.runId, summary.trajectoryId), 'summary.json'), summary);
   }
 
   getTrajectory(runId: string, trajectoryId: string): Promise<TrajectorySummary | undefined> {
@@ -111,7 +91,7 @@ export class TrajectoryStore {
   }
 
   putGroup(summary: GroupSummary): Promise<void> {
-    return writeJson(path.join(this.runDir(summary.runId), 'groups', `${checkId('group', summary.groupId)}.json`), summary);
+    return writeJsonAtomically(path.join(this.runDir(summary.runId), 'groups', `${checkId('group', summary.groupId)}.json`), summary);
   }
 
   getGroup(runId: string, groupId: string): Promise<GroupSummary | undefined> {
