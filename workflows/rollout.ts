@@ -7,11 +7,9 @@
  * reach the latest run), which lets the controller continue-as-new with groups still running.
  *
  * In a training run it is the producer half of the pipeline: it forwards each finished group to
- * the training workflow and admits a trajectory only while
- *     admitted <= (maxStaleness + version + 1) * batchTrajectories,
- * so every trained token comes from a policy at most maxStaleness versions old and nothing is
- * generated only to be thrown away. With `episode` weight sync, a new version takes effect only
- * once every in-flight episode has finished, and no episode starts meanwhile.
+ * the training workflow and admits trajectories within the staleness bound (src/core/admission).
+ * With `episode` weight sync, a new version takes effect only once every in-flight episode has
+ * finished, and no episode starts meanwhile.
  */
 import {
   allHandlersFinished,
@@ -23,6 +21,7 @@ import {
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
+import { admissionAllowance } from '../src/core/admission';
 import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -128,14 +127,18 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
   }
 
   /** Slots that may be granted now: concurrency, the staleness bound and any pending sync. */
-  function freeSlots(): number {
-    const concurrency = input.maxConcurrency - status.trajectoriesInFlight;
-    const training = input.training;
-    if (!training) return concurrency;
-    if (status.pendingPolicyVersion !== undefined) return 0;
-    const bound = (training.maxStaleness + status.policyVersion + 1) * training.batchTrajectories;
-    return Math.min(concurrency, bound - status.trajectoriesAdmitted);
-  }
+  const freeSlots = () =>
+    admissionAllowance({
+      maxConcurrency: input.maxConcurrency,
+      inFlight: status.trajectoriesInFlight,
+      admitted: status.trajectoriesAdmitted,
+      training: input.training && {
+        maxStaleness: input.training.maxStaleness,
+        version: status.policyVersion,
+        batchTrajectories: input.training.batchTrajectories,
+        syncPending: status.pendingPolicyVersion !== undefined,
+      },
+    });
 
   function grant(count: number): void {
     status.trajectoriesInFlight += count;
