@@ -23,8 +23,6 @@ const AGENTS = {
   },
 } satisfies Record<string, AgentLogic<never, number>>;
 
-export type AgentName = keyof typeof AGENTS;
-
 export function getAgent(name: string): AgentLogic<unknown, unknown> {
   const agent = (AGENTS as Record<string, AgentLogic<never, unknown>>)[name];
   if (!agent) throw new Error(`unknown agent ${JSON.stringify(name)}; known agents: ${Object.keys(AGENTS).join(', ')}`);
