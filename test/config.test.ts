@@ -1,9 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadRunConfig, parseRunConfig } from '../config/load';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-config-'));
+const EXAMPLES = path.join(__dirname, '..', 'config', 'examples');
 
 function writeConfig(name: string, text: string): string {
   const file = path.join(dir, name);
@@ -17,6 +18,10 @@ describe('run config', () => {
     expect(config.env).toMatchObject({ name: 'frozenlake', size: 4, map: 'classic' });
     expect(config.temporal.taskQueuePrefix).toBe('trajflow');
     expect(config.model.maxContext).toBeGreaterThan(0);
+  });
+
+  it.each(readdirSync(EXAMPLES).filter((f) => /\.(ya?ml|json)$/.test(f)))('accepts the example config %s', (name) => {
+    expect(() => loadRunConfig(path.join(EXAMPLES, name))).not.toThrow();
   });
 
   it('names the field path and the expectation of a bad value', () => {
