@@ -88,7 +88,9 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     current?.trainer.dispose();
     current = undefined;
     const checkpoint = await loadTrainerCheckpoint(checkpoints.file(runId, version));
-    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer });
+    // The KL penalty's reference is the run's version 0: the policy RL started from.
+    const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(checkpoints.file(runId, 0))).weights : undefined;
+    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer, reference });
     current = { runId, version, trainer };
     return trainer;
   }
@@ -101,14 +103,17 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
 
     const { seed, checkpoint, ...architecture } = model;
     const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
-    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights });
+    // The warm-up is supervised: no KL term (its reference, version 0, does not exist yet).
+    const settings = trainerSettings(config, temperature);
+    const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
     if (config.formatWarmupSteps > 0) {
       const { losses } = runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed });
       logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
     }
     trainer.resetOptimizer();
     await publish(runId, 0, trainer);
-    current = { runId, version: 0, trainer };
+    trainer.dispose();
+    // The first train step restores version 0 from its checkpoint, with the run's full loss.
     return { version: 0, step: 0 };
   }
 

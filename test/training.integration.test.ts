@@ -1,7 +1,8 @@
 /**
  * A short training run on the real dev server: rollouts stream into the trainer, each step
  * publishes a new weights version that differs from the last, the loss stays finite, eta = 0
- * keeps every trained token on-policy, and a group signalled twice is trained once. The format
+ * keeps every trained token on-policy, the KL to version 0 is measured, and a group signalled
+ * twice is trained once. The format
  * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
 import { promises as fs } from 'node:fs';
@@ -24,7 +25,7 @@ describe('training run', () => {
       agent: { maxTurns: 4 },
       sampling: { maxTokens: 12, temperature: 0.7 },
       rollout: { groupSize: 8, maxConcurrency: 16 },
-      trainer: { steps: 3, batchGroups: 2, maxStaleness: 0, weightSync: 'turn', formatWarmupSteps: 30 },
+      trainer: { steps: 3, batchGroups: 2, maxStaleness: 0, weightSync: 'turn', formatWarmupSteps: 30, loss: { beta: 0.05 } },
       reward: { formatWeight: 0.5 },
     });
     const runId = 'training-run';
@@ -57,6 +58,8 @@ describe('training run', () => {
       console.log(curve.map((m) => `step ${m.step}: success ${m.successRate.toFixed(3)}, loss ${m.loss.toFixed(5)}, grad norm ${m.gradNorm.toFixed(4)}`).join('\n'));
       for (const m of curve) {
         expect(Number.isFinite(m.loss)).toBe(true);
+        // beta > 0: the KL to the reference policy (version 0) is part of every step.
+        expect(Number.isFinite(m.refKl)).toBe(true);
         // eta = 0: every trained token was sampled by the very version being trained.
         expect(Object.keys(m.stalenessHistogram)).toEqual(['0']);
       }
