@@ -44,6 +44,8 @@ export interface RolloutState {
   status: RolloutStatus;
   /** Groups started and not yet finished: slots granted and trajectories whose slot came back. */
   openGroups: Record<string, { granted: number; freed: string[] }>;
+  /** Groups this run may start; lowered by a stop. Absent in state carried by older runs. */
+  groupLimit?: number;
 }
 
 export type RolloutResult = RolloutStatus & { runId: string };
@@ -94,10 +96,12 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     status.trajectoriesInFlight--;
     changed = true;
   });
-  // After a stop, no new group starts; the open ones still get their slots so none is left half done.
-  let groupLimit = input.groups;
+  // After a stop, no new group starts; the open ones still get their slots so none is left half
+  // done. The limit is part of the carried state, so a stop survives continue-as-new.
+  state.groupLimit ??= input.groups;
+  const groupLimit = () => state.groupLimit!;
   setHandler(stopAdmissionSignal, () => {
-    groupLimit = Math.min(groupLimit, status.groupsStarted);
+    state.groupLimit = Math.min(groupLimit(), status.groupsStarted);
     changed = true;
   });
   setHandler(policyPublishedSignal, (version) => {
@@ -158,7 +162,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
       grant(count);
       await getExternalWorkflowHandle(groupId).signal(admitSignal, count, slotVersion());
     }
-    while (status.groupsStarted < groupLimit && freeSlots() > 0) {
+    while (status.groupsStarted < groupLimit() && freeSlots() > 0) {
       const groupIndex = (input.firstGroupIndex ?? 0) + status.groupsStarted++;
       const groupId = groupIdOf(input.runId, groupIndex);
       const count = Math.min(input.groupSize, freeSlots());
@@ -190,7 +194,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     }
   }
 
-  while (status.groupsFinished < groupLimit) {
+  while (status.groupsFinished < groupLimit()) {
     await admit();
     if (status.trajectoriesAdmitted < admissionEnd && freeSlots() <= 0 && status.trajectoriesInFlight < input.maxConcurrency) {
       status.admissionBlocked++;
