@@ -23,6 +23,8 @@ export interface GenerateInput {
   turn: number;
   /** Messages to append before sampling: system + first observation at turn 0, then one per turn. */
   messages: ChatMessage[];
+  /** The messages start a new context instead of continuing the conversation (always at turn 0). */
+  freshContext?: boolean;
   sampling: SamplingConfig;
   /** In a training run: sample with this run's published weights, version minVersion or newer. */
   policy?: PolicyRequirement;
@@ -124,10 +126,11 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
     }
     if (input.policy) await ensurePolicy(input.policy);
     const previous = await store.getTurns(runId, trajectoryId, turn);
-    const promptDeltaIds = turn === 0
+    const freshContext = turn === 0 || input.freshContext === true;
+    const promptDeltaIds = freshContext
       ? renderConversationStart(input.messages)
       : renderContinuation(previous[turn - 1].completionIds, input.messages);
-    const promptIds = nextPromptIds(previous, promptDeltaIds);
+    const promptIds = nextPromptIds(previous, promptDeltaIds, freshContext);
     if (promptIds.length >= maxContext) {
       log.info({ contextTokens: promptIds.length, maxContext }, 'context full before sampling');
       return { text: '', finishReason: 'context', completionTokens: 0, contextTokens: promptIds.length, minPolicyVersion: -1, maxPolicyVersion: -1 };
@@ -151,6 +154,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
         trajectoryId,
         turn,
         messages: input.messages,
+        ...(freshContext && turn > 0 ? { startsContext: true } : {}),
         promptDeltaIds,
         completionIds: result.completionIds,
         logprobs: result.logprobs,

@@ -11,13 +11,14 @@
 import { Context } from '@temporalio/activity';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { ModelSettings, TrainerConfig } from '../config/schema';
+import type { EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { GroupSummary } from '../src/core/records';
-import { buildTrainingSequence } from '../src/core/sequence';
+import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
 import { computeAdvantages } from '../src/rl/advantages';
+import { evaluatePolicy, evaluationSeeds, type EvaluationOptions, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
@@ -39,6 +40,8 @@ export interface PrepareInput {
   runId: string;
   trainer: TrainerConfig;
   temperature: number;
+  /** The agent's history mode: warm-up contexts are built the same way. Absent = full. */
+  history?: 'full' | 'none';
 }
 
 export interface TrainStepInput {
@@ -49,6 +52,27 @@ export interface TrainStepInput {
   trainer: TrainerConfig;
   /** Sampling temperature: the trainer scores tokens under the distribution that sampled them. */
   temperature: number;
+  /** When the run started (epoch ms), for the learning curve's elapsed time. */
+  runStartedAt?: number;
+}
+
+export interface EvaluateInput {
+  runId: string;
+  runSeed: number;
+  version: number;
+  env: EnvConfig;
+  agent: EvaluationOptions['agent'];
+  maxTokens: number;
+  eval: EvalConfig;
+  runStartedAt?: number;
+}
+
+/** One evaluation, a line of eval.jsonl. */
+export interface EvaluationRecord extends EvaluationResult {
+  version: number;
+  wallMs: number;
+  /** Seconds from the start of the run to the end of this evaluation. */
+  elapsedS?: number;
 }
 
 export interface TrainStepOutput {
@@ -56,8 +80,20 @@ export interface TrainStepOutput {
   metrics: StepMetrics;
 }
 
+function trainDir(dataDir: string, runId: string): string {
+  return path.join(dataDir, 'runs', runId, 'train');
+}
+
 function stepFile(dataDir: string, runId: string, step: number): string {
-  return path.join(dataDir, 'runs', runId, 'train', `step-${String(step).padStart(6, '0')}.json`);
+  return path.join(trainDir(dataDir, runId), `step-${String(step).padStart(6, '0')}.json`);
+}
+
+function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {
+  return runStartedAt === undefined ? {} : { elapsedS: (now - runStartedAt) / 1000 };
+}
+
+function evaluationFile(dataDir: string, runId: string, version: number): string {
+  return path.join(trainDir(dataDir, runId), `eval-v${String(version).padStart(6, '0')}.json`);
 }
 
 
@@ -72,6 +108,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     return {
       learningRate: config.learningRate,
       maxGradNorm: config.maxGradNorm,
+      adamEpsilon: config.adamEpsilon,
       optimizerStepsPerBatch: config.optimizerStepsPerBatch,
       loss: { ...config.loss, temperature },
     };
@@ -96,7 +133,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
   }
 
   /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
-  async function preparePolicy({ runId, trainer: config, temperature }: PrepareInput): Promise<{ version: number; step: number }> {
+  async function preparePolicy({ runId, trainer: config, temperature, history }: PrepareInput): Promise<{ version: number; step: number }> {
     const latest = await checkpoints.latestVersion(runId);
     // Each step publishes exactly one version, so the latest version is the number of steps done.
     if (latest !== undefined) return { version: latest, step: latest };
@@ -107,7 +144,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     const settings = trainerSettings(config, temperature);
     const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
     if (config.formatWarmupSteps > 0) {
-      const { losses } = runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed });
+      const { losses } = runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed, history });
       logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
     }
     trainer.resetOptimizer();
@@ -130,13 +167,18 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     const trainer = await trainerAt(runId, baseVersion, input.trainer, input.temperature);
 
     const samples: TrainingSample[] = [];
+    const trajectoryAdvantages: number[] = [];
     const tokenVersions: number[] = [];
     for (const group of input.groups) {
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
+      trajectoryAdvantages.push(...advantages);
       for (const [i, trajectoryId] of group.trajectoryIds.entries()) {
-        const sequence = buildTrainingSequence(await store.getTurns(runId, trajectoryId));
-        samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage: advantages[i] });
-        tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
+        // Every context of the trajectory (one, unless the agent keeps no history) carries the
+        // trajectory's advantage: the episode's outcome credits each of its turns.
+        for (const sequence of buildTrainingSequences(await store.getTurns(runId, trajectoryId))) {
+          samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage: advantages[i] });
+          tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
+        }
       }
     }
     Context.current().heartbeat();
@@ -153,7 +195,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
       step,
       version,
       groups: input.groups,
-      advantages: samples.map((s) => s.advantage),
+      advantages: trajectoryAdvantages,
       train,
       tokenVersions,
       baseVersion,
@@ -162,14 +204,44 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
       engineBusyFraction: engineBusyFraction(since.engines, engines, intervalMs),
     });
     previous = { endedAt, engines };
-    const output: TrainStepOutput = { version, metrics };
+    const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };
     await writeJsonAtomically(resultFile, output);
-    await fs.appendFile(path.join(path.dirname(resultFile), 'metrics.jsonl'), `${JSON.stringify(metrics)}\n`);
+    await fs.appendFile(path.join(trainDir(dataDir, runId), 'metrics.jsonl'), `${JSON.stringify(output.metrics)}\n`);
     logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
     return output;
   }
 
-  return { preparePolicy, trainStep };
+  /** Evaluates a published version once (idempotent by version, like a train step by its number). */
+  async function evaluate(input: EvaluateInput): Promise<EvaluationRecord> {
+    const { runId, version } = input;
+    const resultFile = evaluationFile(dataDir, runId, version);
+    const done = await readJson<EvaluationRecord>(resultFile);
+    if (done) return done;
+    const startedAt = Date.now();
+    const { weights } = await loadTrainerCheckpoint(checkpoints.file(runId, version));
+    const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
+    try {
+      const result = await evaluatePolicy({
+        weights,
+        env: input.env,
+        agent: input.agent,
+        envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
+        temperature: input.eval.temperature,
+        maxTokens: input.maxTokens,
+        maxBatch: input.eval.episodes,
+      });
+      const endedAt = Date.now();
+      const record: EvaluationRecord = { version, ...result, wallMs: endedAt - startedAt, ...elapsedSince(input.runStartedAt, endedAt) };
+      await writeJsonAtomically(resultFile, record);
+      await fs.appendFile(path.join(trainDir(dataDir, runId), 'eval.jsonl'), `${JSON.stringify(record)}\n`);
+      logger.info({ runId, version, successRate: record.successRate, validAnswerShare: record.validAnswerShare, wallMs: record.wallMs }, 'evaluation done');
+      return record;
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  return { preparePolicy, trainStep, evaluate };
 }
 
 export type TrainerActivities = ReturnType<typeof createTrainerActivities>;

@@ -44,6 +44,11 @@ export const FrozenLakeEnvSchema = z.strictObject({
   maxSteps: positiveInt.default(12),
   /** Probability that a random-map cell is frozen (walkable). */
   pFrozen: z.number().gt(0).lt(1).default(0.8),
+  /**
+   * Random maps: share of map layouts (by a hash of the layout) reserved for evaluation. Training
+   * never draws them; evaluation draws only them, so it measures maps the policy has never seen.
+   */
+  heldOutShare: z.number().min(0).max(0.5).default(0.2),
 });
 
 export const EnvConfigSchema = z.discriminatedUnion('name', [FrozenLakeEnvSchema]);
@@ -52,6 +57,13 @@ export const AgentConfigSchema = z.strictObject({
   name: z.literal('frozenlake').default('frozenlake'),
   /** Model calls per trajectory; an unparseable answer uses a turn too. */
   maxTurns: positiveInt.default(12),
+  /**
+   * What the model reads each turn. `full`: the whole conversation so far (one training sequence
+   * per trajectory). `none`: the system prompt and the current observation only, a Markov policy
+   * for environments whose observation is the whole state; each turn is then its own context and
+   * its own training sequence, so prompts stay short however long the episode.
+   */
+  history: z.enum(['full', 'none']).default('full'),
 });
 
 export const RewardConfigSchema = z.strictObject({
@@ -87,6 +99,12 @@ export const TrainerConfigSchema = z.strictObject({
   loss: LossConfigSchema.prefault({}),
   learningRate: z.number().positive().default(1e-3),
   maxGradNorm: z.number().positive().default(1),
+  /**
+   * Adam's epsilon. Larger values damp the updates of parameters whose gradients are tiny (those
+   * serving only already-certain tokens, such as the answer format), which Adam would otherwise
+   * scale up to full-size noisy steps.
+   */
+  adamEpsilon: z.number().positive().default(1e-8),
   /** Optimizer steps per train batch (the batch is split into this many minibatches). */
   optimizerStepsPerBatch: positiveInt.default(1),
   /** Groups per train step. */
@@ -107,6 +125,15 @@ export const TrainerConfigSchema = z.strictObject({
   formatWarmupSteps: z.number().int().nonnegative().default(0),
 });
 
+export const EvalConfigSchema = z.strictObject({
+  /** Evaluate version 0 and then every this many train steps (and the last one); 0 = never. */
+  everySteps: z.number().int().nonnegative().default(0),
+  /** Episodes per evaluation, on held-out environment instances (see env.heldOutShare). */
+  episodes: positiveInt.default(32),
+  /** Sampling temperature of evaluation; the default is greedy in all but exact ties. */
+  temperature: z.number().positive().default(1e-3),
+});
+
 export const RunConfigSchema = z.strictObject({
   run: z.strictObject({
     /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
@@ -123,6 +150,7 @@ export const RunConfigSchema = z.strictObject({
   reward: RewardConfigSchema.prefault({}),
   rollout: RolloutConfigSchema.prefault({}),
   trainer: TrainerConfigSchema.prefault({}),
+  eval: EvalConfigSchema.prefault({}),
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
@@ -131,3 +159,4 @@ export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
 export type RewardConfig = z.infer<typeof RewardConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;
 export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
+export type EvalConfig = z.infer<typeof EvalConfigSchema>;

@@ -6,7 +6,7 @@ import {
   renderObservation,
 } from '../src/agents/frozenlakeAgent';
 import { createRng, hashString } from '../src/core/random';
-import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isSolvable } from '../src/envs/frozenlake';
+import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable } from '../src/envs/frozenlake';
 
 const LEFT = 0;
 const DOWN = 1;
@@ -132,6 +132,19 @@ describe('random maps', () => {
     expect(isSolvable(['SFH', 'HFH', 'HFG'])).toBe(true);
     expect(isSolvable(['FFF', 'FFG'])).toBe(false);
     expect(isSolvable(CLASSIC_MAPS[4])).toBe(true);
+  });
+
+  it('split into a training pool and a held-out pool that share no layout', () => {
+    const train = new Set(Array.from({ length: 400 }, (_, seed) => generateMap(4, seed, 0.8, { share: 0.2, pool: 'train' }).join('/')));
+    const heldOut = new Set(Array.from({ length: 400 }, (_, seed) => generateMap(4, seed, 0.8, { share: 0.2, pool: 'heldout' }).join('/')));
+    expect([...train].filter((layout) => heldOut.has(layout))).toEqual([]);
+    for (const layout of heldOut) expect(isHeldOutMap(layout.split('/'), 0.2)).toBe(true);
+    // Both pools are varied, and about a fifth of all layouts are held out.
+    expect(heldOut.size).toBeGreaterThan(50);
+    const all = Array.from({ length: 1000 }, (_, seed) => generateMap(4, 10_000 + seed));
+    const share = all.filter((grid) => isHeldOutMap(grid, 0.2)).length / all.length;
+    expect(share).toBeGreaterThan(0.12);
+    expect(share).toBeLessThan(0.3);
   });
 
   it('rejects a pFrozen that cannot produce a map', () => {

@@ -43,6 +43,18 @@ describe('formatWarmupSamples', () => {
     expect(multiTurn).toBeGreaterThan(10);
   });
 
+  it('without history are single turns, one per move of the episode', () => {
+    const turns = formatWarmupSamples(16, 3, 1024, 'none');
+    expect(turns.length).toBeGreaterThan(16);
+    for (const { ids, lossMask } of turns) {
+      expect(ids.slice(0, 2)).toEqual([SPECIAL_TOKENS.bos, SPECIAL_TOKENS.system]);
+      const runs = maskedRuns(lossMask);
+      expect(runs).toHaveLength(1);
+      expect(runs[0][1]).toBe(ids.length);
+      expect(describeIds(ids.slice(...runs[0]))).toMatch(/^Action: (left|down|right|up)<\|end\|>$/);
+    }
+  });
+
   it('are a pure function of the seed', () => {
     expect(formatWarmupSamples(64, 3)).toEqual(samples);
     expect(formatWarmupSamples(8, 4)).not.toEqual(samples.slice(0, 8));

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { buildTrainingSequence } from '../src/core/sequence';
+import { buildTrainingSequences } from '../src/core/sequence';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -42,7 +42,8 @@ describe('rollout on the dev server', () => {
       expect(trajectory).toBeDefined();
       const turns = await store.getTurns('integration-run', id);
       expect(turns).toHaveLength(trajectory!.turns);
-      const sequence = buildTrainingSequence(turns);
+      const [sequence, ...more] = buildTrainingSequences(turns);
+      expect(more).toHaveLength(0);
       expect(sequence.lossMask.reduce((a, b) => a + b, 0)).toBe(trajectory!.completionTokens);
       for (const turn of turns) {
         expect(turn.logprobs).toHaveLength(turn.completionIds.length);

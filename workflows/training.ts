@@ -23,11 +23,11 @@ import {
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import type { GroupSummary } from '../src/core/records';
 import { describeEnv } from '../src/envs/label';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
-import { rolloutWorkflow } from './rollout';
+import { groupIdOf, rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
 import { episodeSpec, TrainingInput } from './types';
 
@@ -41,6 +41,9 @@ export interface TrainingState {
   paused: boolean;
   stopping: boolean;
   lastMetrics?: TrainStepOutput['metrics'];
+  lastEvaluation?: EvaluationRecord;
+  /** When the run started (epoch ms), for the learning curve's elapsed time. Optional for old runs. */
+  startedAt?: number;
 }
 
 export interface TrainingStatus {
@@ -52,6 +55,7 @@ export interface TrainingStatus {
   paused: boolean;
   stopping: boolean;
   lastMetrics?: TrainStepOutput['metrics'];
+  lastEvaluation?: EvaluationRecord;
 }
 
 export const trainingStatusQuery = defineQuery<TrainingStatus>('trainingStatus');
@@ -73,7 +77,7 @@ export function rolloutIdOf(runId: string): string {
 
 export async function trainingWorkflow(input: TrainingInput, carried?: TrainingState): Promise<TrainingResult> {
   const { trainer } = input;
-  const { preparePolicy, trainStep } = proxyActivities<TrainerActivities>({
+  const { preparePolicy, trainStep, evaluate } = proxyActivities<TrainerActivities>({
     taskQueue: input.taskQueues.trainer,
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '2 minutes',
@@ -93,7 +97,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     }
   }
 
-  const state: TrainingState = carried ?? { version: 0, step: 0, pending: [], trained: [], paused: false, stopping: false };
+  const state: TrainingState = carried ?? { version: 0, step: 0, pending: [], trained: [], paused: false, stopping: false, startedAt: Date.now() };
   // Handlers first, so status answers while version 0 is still being prepared.
   const status = (): TrainingStatus => ({
     version: state.version,
@@ -104,6 +108,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     paused: state.paused,
     stopping: state.stopping,
     lastMetrics: state.lastMetrics,
+    lastEvaluation: state.lastEvaluation,
   });
   setHandler(trainingStatusQuery, status);
   setHandler(pauseUpdate, () => {
@@ -124,8 +129,25 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     if (!seen) state.pending.push(group);
   });
 
+  const evalEvery = input.eval?.everySteps ?? 0;
+  /** Held-out evaluation of the current version: at version 0, every evalEvery steps, and at the end. */
+  async function evaluateIfDue(): Promise<void> {
+    if (!input.eval || evalEvery === 0) return;
+    if (state.step % evalEvery !== 0 && state.step !== trainer.steps) return;
+    state.lastEvaluation = await evaluate({
+      runId: input.runId,
+      runSeed: input.runSeed,
+      version: state.version,
+      env: input.env,
+      agent: input.agent,
+      maxTokens: input.sampling.maxTokens,
+      eval: input.eval,
+      runStartedAt: state.startedAt,
+    });
+  }
+
   if (!carried) {
-    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature });
+    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature, history: input.agent.history });
     state.version = prepared.version;
     state.step = prepared.step;
   }
@@ -157,18 +179,30 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     });
   }
 
-  const batchReady = () => state.pending.length >= trainer.batchGroups;
+  // The untrained baseline is measured while the first groups are being generated.
+  if (!carried) await evaluateIfDue();
+
+  /**
+   * Step k trains groups k*B .. k*B+B-1 (B = batchGroups): the k-th batch in admission order, not
+   * whichever groups finished first. The controller admitted them while admitted <= (eta + v + 1)
+   * x batch, so they started under version >= k - eta and every token they hold is at most eta
+   * versions older than the weights trained at step k; a straggler is waited for, never skipped.
+   */
+  const batchIds = () => Array.from({ length: trainer.batchGroups }, (_, j) => groupIdOf(input.runId, state.step * trainer.batchGroups + j));
+  const batchReady = () => batchIds().every((id) => state.pending.some((g) => g.groupId === id));
   while (state.step < trainer.steps) {
     await condition(() => (batchReady() && !state.paused) || state.stopping);
     if (!batchReady()) break;
-    const batch = state.pending.slice(0, trainer.batchGroups);
-    const result = await trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature });
-    state.pending = state.pending.slice(batch.length);
+    const ids = batchIds();
+    const batch = ids.map((id) => state.pending.find((g) => g.groupId === id)!);
+    const result = await trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt });
+    state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
     state.trained.push(...batch.map((g) => g.groupId));
     state.version = result.version;
     state.step++;
     state.lastMetrics = result.metrics;
     await tellController((controller) => controller.signal(policyPublishedSignal, state.version));
+    await evaluateIfDue();
 
     if (workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);

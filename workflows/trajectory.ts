@@ -17,9 +17,9 @@ import {
 } from '@temporalio/workflow';
 import type { EnvActivities, SessionActivities } from '../activities/environment';
 import type { InferenceActivities } from '../activities/inference';
+import { afterInvalidAnswer, afterStep, openingMessages, type NextTurn } from '../src/agents/conversation';
 import { getAgent } from '../src/agents/registry';
 import type { TrajectoryStatus, TrajectorySummary } from '../src/core/records';
-import type { ChatMessage } from '../src/core/tokenizer';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
 
@@ -85,10 +85,9 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     }
   }
 
-  let messages: ChatMessage[] = [
-    { role: 'system', content: agent.systemPrompt },
-    { role: 'user', content: agent.renderObservation(session.observation) },
-  ];
+  const history = input.agent.history ?? 'full';
+  let observation = session.observation;
+  let next: NextTurn = { messages: openingMessages(agent, observation), freshContext: true };
   let status: TrajectoryStatus = 'max_turns';
   let reason = `no terminal state within ${input.agent.maxTurns} turns`;
   let turns = 0;
@@ -100,7 +99,17 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
 
   try {
     while (turns < input.agent.maxTurns) {
-      const reply = await generate({ runId, runSeed: input.runSeed, trajectoryId, turn: turns, messages, sampling: input.sampling, policy });
+      const reply = await generate({
+        runId,
+        runSeed: input.runSeed,
+        trajectoryId,
+        turn: turns,
+        messages: next.messages,
+        // Only sent when it matters after turn 0, so histories of full-history runs stay as they were.
+        ...(turns > 0 && next.freshContext ? { freshContext: true } : {}),
+        sampling: input.sampling,
+        policy,
+      });
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         [status, reason] = ['max_context', `context full (${reply.contextTokens} tokens) before turn ${turns}`];
         break;
@@ -113,7 +122,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
       const parsed = agent.parseAction(reply.text);
       if (!parsed.ok) {
         invalidActions++;
-        messages = [{ role: 'user', content: agent.invalidActionMessage(parsed.error) }];
+        next = afterInvalidAnswer(agent, history, observation, parsed.error);
         continue;
       }
       const result = await step(parsed.action);
@@ -124,7 +133,8 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
         [status, reason] = result.info.truncated ? ['max_steps', 'environment step limit reached'] : ['succeeded', `episode ended: ${outcome}`];
         break;
       }
-      messages = [{ role: 'user', content: agent.renderObservation(result.observation) }];
+      observation = result.observation;
+      next = afterStep(agent, history, observation);
     }
   } finally {
     // Close even when the trajectory is cancelled or fails; a lost session has nothing to close.

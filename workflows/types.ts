@@ -1,5 +1,5 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
-import type { EnvConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
+import type { EnvConfig, EvalConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
 
 export interface TaskQueues {
   workflows: string;
@@ -13,7 +13,8 @@ export interface EpisodeSpec {
   runId: string;
   runSeed: number;
   env: EnvConfig;
-  agent: { name: string; maxTurns: number };
+  /** `history` is optional so workflows started before it existed still replay (absent = full). */
+  agent: { name: string; maxTurns: number; history?: 'full' | 'none' };
   sampling: SamplingConfig;
   /** Optional so workflows started before rewards were configurable still replay. */
   reward?: RewardConfig;
@@ -69,6 +70,8 @@ export interface TrainingInput extends EpisodeSpec {
   groupSize: number;
   maxConcurrency: number;
   trainer: TrainerConfig;
+  /** Held-out evaluation of published versions; absent or everySteps 0 = none. */
+  eval?: EvalConfig;
 }
 
 /** The shared episode fields of a larger input, without its own extras. */

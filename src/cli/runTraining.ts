@@ -11,6 +11,7 @@ import type { RunConfig } from '../../config/schema';
 import { describeEnv } from '../envs/label';
 import type { Logger } from '../log';
 import type { StepMetrics } from '../rl/stepMetrics';
+import type { EvaluationRecord } from '../../activities/trainer';
 import { PROJECT_ROOT } from '../paths';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
 import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../../workflows/training';
@@ -20,6 +21,7 @@ import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 export interface TrainingSummary {
   result: TrainingResult;
   curve: StepMetrics[];
+  evaluations: EvaluationRecord[];
   wallSeconds: number;
 }
 
@@ -34,14 +36,24 @@ function spawnTrainer(configFile: string, logFile: string): ChildProcess {
   return child;
 }
 
-export async function readLearningCurve(runDir: string): Promise<StepMetrics[]> {
-  const text = await fs.readFile(path.join(runDir, 'train', 'metrics.jsonl'), 'utf8').catch(() => '');
-  const byStep = new Map<number, StepMetrics>();
+/** The records of a JSONL file under the run's train/ folder, last one per key, sorted by key. */
+async function readJsonLines<T>(runDir: string, file: string, keyOf: (record: T) => number): Promise<T[]> {
+  const text = await fs.readFile(path.join(runDir, 'train', file), 'utf8').catch(() => '');
+  // A retried step or evaluation may have appended its line twice.
+  const byKey = new Map<number, T>();
   for (const line of text.split('\n').filter(Boolean)) {
-    const metrics = JSON.parse(line) as StepMetrics;
-    byStep.set(metrics.step, metrics);
+    const record = JSON.parse(line) as T;
+    byKey.set(keyOf(record), record);
   }
-  return [...byStep.values()].sort((a, b) => a.step - b.step);
+  return [...byKey.entries()].sort(([a], [b]) => a - b).map(([, record]) => record);
+}
+
+export function readLearningCurve(runDir: string): Promise<StepMetrics[]> {
+  return readJsonLines<StepMetrics>(runDir, 'metrics.jsonl', (m) => m.step);
+}
+
+export function readEvaluations(runDir: string): Promise<EvaluationRecord[]> {
+  return readJsonLines<EvaluationRecord>(runDir, 'eval.jsonl', (e) => e.version);
 }
 
 export async function runTraining(
@@ -63,7 +75,13 @@ export async function runTraining(
     const handle = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,
       taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-      args: [{ ...episodeSpecOf(config, runId), groupSize: config.rollout.groupSize, maxConcurrency: config.rollout.maxConcurrency, trainer: config.trainer }],
+      args: [{
+        ...episodeSpecOf(config, runId),
+        groupSize: config.rollout.groupSize,
+        maxConcurrency: config.rollout.maxConcurrency,
+        trainer: config.trainer,
+        eval: config.eval,
+      }],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
@@ -77,7 +95,8 @@ export async function runTraining(
     const poll = setInterval(() => {
       handle.query(trainingStatusQuery).then((s) => {
         const m = s.lastMetrics;
-        progress.update(s.step, m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, queue ${s.queueDepth}` : `queue ${s.queueDepth}`);
+        const evaluation = s.lastEvaluation ? `, held-out v${s.lastEvaluation.version} ${(100 * s.lastEvaluation.successRate).toFixed(0)}%` : '';
+        progress.update(s.step, `${m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, ` : ''}queue ${s.queueDepth}${evaluation}`);
       }, () => undefined);
     }, 1_000);
     const result = await handle.result().finally(() => {
@@ -85,26 +104,54 @@ export async function runTraining(
       progress.finish();
     });
     const curve = await readLearningCurve(runDir);
-    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), formatCurveCsv(curve));
-    return { result, curve, wallSeconds: (Date.now() - startedAt) / 1000 };
+    const evaluations = await readEvaluations(runDir);
+    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), formatCurveCsv(curve, evaluations));
+    return { result, curve, evaluations, wallSeconds: (Date.now() - startedAt) / 1000 };
   } finally {
     trainer?.kill('SIGTERM');
     await session.close();
   }
 }
 
-const CSV_COLUMNS = ['step', 'version', 'trajectories', 'successRate', 'rewardMean', 'loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm', 'tokens', 'stalenessMax', 'wallMs', 'trainerIdleFraction', 'engineBusyFraction'] as const;
+const CSV_COLUMNS = ['step', 'version', 'elapsedS', 'trajectories', 'successRate', 'heldOutSuccessRate', 'rewardMean', 'loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm', 'tokens', 'stalenessMax', 'wallMs', 'trainerIdleFraction', 'engineBusyFraction'] as const;
 
-export function formatCurveCsv(curve: readonly StepMetrics[]): string {
-  return [CSV_COLUMNS.join(','), ...curve.map((m) => CSV_COLUMNS.map((c) => m[c] ?? '').join(','))].join('\n') + '\n';
+type CurveRow = Partial<Record<(typeof CSV_COLUMNS)[number], number>>;
+
+/**
+ * One row per train step (with the held-out success of the version it published, where evaluated),
+ * after a row for version 0 when it was evaluated: the untrained baseline.
+ */
+function curveRows(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[]): CurveRow[] {
+  const heldOut = new Map(evaluations.map((e) => [e.version, e.successRate]));
+  const baseline = heldOut.has(0) ? [{ version: 0, heldOutSuccessRate: heldOut.get(0) }] : [];
+  return [...baseline, ...curve.map((m) => ({ ...m, heldOutSuccessRate: heldOut.get(m.version) }))];
 }
+
+export function formatCurveCsv(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[] = []): string {
+  const rows = curveRows(curve, evaluations).map((row) => CSV_COLUMNS.map((c) => row[c] ?? '').join(','));
+  return [CSV_COLUMNS.join(','), ...rows].join('\n') + '\n';
+}
+
+const percent = (x: number | undefined) => (x === undefined ? '' : `${(100 * x).toFixed(1)}%`);
 
 export function formatCurve(summary: TrainingSummary): string {
   const lines = [`training ${summary.result.runId}: ${summary.result.steps} steps, version ${summary.result.version}, ${summary.wallSeconds.toFixed(1)} s`];
-  lines.push('  step  success  reward   loss      kl        staleness<=  trainer idle  engine busy');
-  for (const m of summary.curve) {
+  lines.push('  step  elapsed  success  held-out  reward   loss      kl        staleness<=  trainer idle  engine busy');
+  for (const m of curveRows(summary.curve, summary.evaluations)) {
+    const fixed = (x: number | undefined, digits: number, width: number) => (x === undefined ? '' : x.toFixed(digits)).padStart(width);
     lines.push(
-      `  ${String(m.step).padStart(4)}  ${(100 * m.successRate).toFixed(1).padStart(6)}%  ${m.rewardMean.toFixed(3)}  ${m.loss.toFixed(5).padStart(8)}  ${m.approxKl.toFixed(5).padStart(8)}  ${String(m.stalenessMax).padStart(11)}  ${(100 * m.trainerIdleFraction).toFixed(0).padStart(11)}%  ${(100 * m.engineBusyFraction).toFixed(0).padStart(10)}%`,
+      [
+        (m.step === undefined ? '-' : String(m.step)).padStart(6),
+        `${fixed(m.elapsedS, 0, 6)}s`,
+        percent(m.successRate).padStart(7),
+        percent(m.heldOutSuccessRate).padStart(9),
+        fixed(m.rewardMean, 3, 7),
+        fixed(m.loss, 5, 8),
+        fixed(m.approxKl, 5, 8),
+        fixed(m.stalenessMax, 0, 11),
+        percent(m.trainerIdleFraction).padStart(13),
+        percent(m.engineBusyFraction).padStart(12),
+      ].join('  '),
     );
   }
   return lines.join('\n');

@@ -11,6 +11,11 @@ export interface TurnRecord {
   turn: number;
   /** Messages trajflow rendered before this completion (system/user/environment text). */
   messages: ChatMessage[];
+  /**
+   * Whether this turn's context starts afresh with `promptDeltaIds` (turn 0 always; every turn of
+   * an agent that keeps no history) instead of continuing the earlier turns. Absent = turn 0 only.
+   */
+  startsContext?: boolean;
   /** Template + environment tokens appended to the context before sampling: loss mask 0. */
   promptDeltaIds: number[];
   /** Tokens the model sampled: loss mask 1. */

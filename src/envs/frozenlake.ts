@@ -11,7 +11,7 @@
  * and reach the same states. The module is pure too, so the agent may import its constants inside
  * the workflow sandbox.
  */
-import { createRng, type Rng } from '../core/random';
+import { createRng, hashString, type Rng } from '../core/random';
 import type { Environment, StepResult } from './environment';
 
 /** Action names, indexed by action id. */
@@ -43,6 +43,8 @@ export interface FrozenLakeOptions {
   mapSeed: number;
   /** Probability that a random map's cell is frozen (default DEFAULT_P_FROZEN). */
   pFrozen?: number;
+  /** Random maps: which side of the held-out split to draw from (default: any map). */
+  heldOut?: HeldOutSplit;
   slippery: boolean;
   /** Seeds the slips, so the same options and actions always give the same episode. */
   seed: number;
@@ -70,12 +72,27 @@ export type FrozenLakeInfo = {
 
 export type FrozenLakeStep = StepResult<FrozenLakeObservation> & { info: FrozenLakeInfo };
 
+/** Random map layouts whose hash falls below `share` are kept for evaluation ("heldout"). */
+export interface HeldOutSplit {
+  share: number;
+  pool: 'train' | 'heldout';
+}
+
+/** Whether a layout belongs to the held-out share: a fixed function of the layout alone. */
+export function isHeldOutMap(grid: readonly string[], share: number): boolean {
+  return hashString(grid.join('\n')) / 2 ** 32 < share;
+}
+
+function inPool(grid: readonly string[], split: HeldOutSplit | undefined): boolean {
+  return split === undefined || isHeldOutMap(grid, split.share) === (split.pool === 'heldout');
+}
+
 /**
  * A `size`x`size` map with S top-left and G bottom-right, every other cell frozen with probability
- * `pFrozen`. Maps without a path from S to G are redrawn from the same stream, so a seed always
- * gives the same solvable map.
+ * `pFrozen`. Maps without a path from S to G, or outside the asked side of the held-out split,
+ * are redrawn from the same stream, so a seed always gives the same map.
  */
-export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZEN): string[] {
+export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZEN, heldOut?: HeldOutSplit): string[] {
   if (!Number.isInteger(size) || size < 2) throw new Error(`map size must be an integer >= 2, got ${size}`);
   if (!(pFrozen > 0 && pFrozen <= 1)) throw new Error(`pFrozen must be in (0, 1], got ${pFrozen}`);
   const rng = createRng(seed);
@@ -88,9 +105,10 @@ export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZ
     const grid = Array.from({ length: size }, (_, row) =>
       Array.from({ length: size }, (_, col) => cell(row, col)).join(''),
     );
-    if (isSolvable(grid)) return grid;
+    if (isSolvable(grid) && inPool(grid, heldOut)) return grid;
   }
-  throw new Error(`no solvable ${size}x${size} map after ${MAX_MAP_ATTEMPTS} attempts (pFrozen ${pFrozen})`);
+  const pool = heldOut ? ` in the ${heldOut.pool} pool (held-out share ${heldOut.share})` : '';
+  throw new Error(`no solvable ${size}x${size} map${pool} after ${MAX_MAP_ATTEMPTS} attempts (pFrozen ${pFrozen})`);
 }
 
 /** Whether some path of non-hole cells leads from S to G (breadth-first search). */
@@ -150,7 +168,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
 
   constructor(readonly options: FrozenLakeOptions) {
     validateOptions(options);
-    this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen);
+    this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
     this.start = findCell(this.grid, 'S')!;
   }
 

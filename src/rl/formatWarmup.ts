@@ -9,7 +9,7 @@
  */
 import { FROZENLAKE_SYSTEM_PROMPT, formatExample, invalidActionMessage, parseAction, renderObservation } from '../agents/frozenlakeAgent';
 import { createRng, type Rng } from '../core/random';
-import { encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS, type ChatMessage } from '../core/tokenizer';
+import { encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS } from '../core/tokenizer';
 import { ACTION_NAMES, FrozenLake, type FrozenLakeObservation } from '../envs/frozenlake';
 import type { MaskedSequence } from './loss';
 import type { PolicyTrainer } from './trainer';
@@ -26,32 +26,45 @@ const RECOVERY_SHARE = 0.1;
 const MALFORMED = ['Act', 'Action: le', 'Action:', 'down down', '', 'Action: forward'];
 const MAP_SIZES = [4, 8] as const;
 
-/** `count` warm-up conversations, a pure function of (count, seed). */
-export function formatWarmupSamples(count: number, seed: number, maxContext = 1024): MaskedSequence[] {
+/** Whether warm-up turns continue one conversation (`full`) or each start afresh (`none`), as the agent's. */
+export type WarmupHistory = 'full' | 'none';
+
+/**
+ * Warm-up sequences from `count` random episodes, a pure function of its arguments: one sequence
+ * per episode with history, one per turn without (matching what the agent will show the model).
+ */
+export function formatWarmupSamples(count: number, seed: number, maxContext = 1024, history: WarmupHistory = 'full'): MaskedSequence[] {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
   const rng = createRng(seed);
   const maxLength = maxContext - TURN_HEADROOM;
   if (maxLength < 200) throw new Error(`format warm-up needs a context of at least ${200 + TURN_HEADROOM} tokens, got ${maxContext}`);
-  return Array.from({ length: count }, () => conversation(rng, maxLength));
+  return Array.from({ length: count }, () => episode(rng, maxLength, history)).flat();
 }
 
-function conversation(rng: Rng, maxLength: number): MaskedSequence {
+function episode(rng: Rng, maxLength: number, history: WarmupHistory): MaskedSequence[] {
   const pick = (n: number) => Math.floor(rng() * n);
   const size = MAP_SIZES[pick(MAP_SIZES.length)];
   // A real episode played with uniformly random moves, so the contexts look like rollouts (walls
   // that leave the player in place, repeated observations) while the answers teach no solution.
   const env = new FrozenLake({ size, map: 'random', mapSeed: pick(2 ** 32), slippery: false, seed: 0, maxSteps: MAX_TURNS });
-  const observe = (observation: FrozenLakeObservation): ChatMessage => ({ role: 'user', content: renderObservation(observation) });
-  const ids: number[] = [];
-  const lossMask: number[] = [];
+  const start = (observation: FrozenLakeObservation) =>
+    renderConversationStart([{ role: 'system', content: FROZENLAKE_SYSTEM_PROMPT }, { role: 'user', content: renderObservation(observation) }]);
+  const sequences: MaskedSequence[] = [];
+  let current: MaskedSequence = { ids: [], lossMask: [] };
   const append = (tokens: readonly number[], trained: 0 | 1) => {
-    ids.push(...tokens);
-    lossMask.push(...tokens.map(() => trained));
+    current.ids.push(...tokens);
+    current.lossMask.push(...tokens.map(() => trained));
   };
-  append(renderConversationStart([{ role: 'system', content: FROZENLAKE_SYSTEM_PROMPT }, observe(env.reset())]), 0);
+  const newContext = (observation: FrozenLakeObservation) => {
+    current = { ids: [], lossMask: [] };
+    sequences.push(current);
+    append(start(observation), 0);
+  };
+  newContext(env.reset());
   let answer: number[] = [];
-  for (let done = false; !done && ids.length < maxLength; ) {
-    if (rng() < RECOVERY_SHARE) {
+  for (let done = false; !done && current.ids.length < maxLength; ) {
+    // Recovery turns exist only with history: without it the model never sees its bad answer.
+    if (history === 'full' && rng() < RECOVERY_SHARE) {
       // The malformed answer is context, not a target (mask 0); the reply to it is a target.
       const malformed = MALFORMED[pick(MALFORMED.length)];
       const parsed = parseAction(malformed);
@@ -64,11 +77,12 @@ function conversation(rng: Rng, maxLength: number): MaskedSequence {
     append(answer, 1);
     const result = env.step(action);
     done = result.done;
-    if (!done) append(renderContinuation(answer, [observe(result.observation)]), 0);
+    if (done) break;
+    if (history === 'full') append(renderContinuation(answer, [{ role: 'user', content: renderObservation(result.observation) }]), 0);
+    else newContext(result.observation);
   }
-  return { ids, lossMask };
+  return sequences;
 }
-
 
 export interface FormatWarmupOptions {
   steps: number;
@@ -80,16 +94,21 @@ export interface FormatWarmupOptions {
    */
   learningRate?: number;
   seed: number;
+  /** The agent's history mode, so warm-up contexts look like the run's (default full). */
+  history?: WarmupHistory;
 }
 
 /** `steps` supervised steps on fresh warm-up conversations; the loss of each. */
-export function runFormatWarmup(trainer: PolicyTrainer, { steps, batchSize = 8, learningRate = 1e-2, seed }: FormatWarmupOptions): { losses: number[] } {
+export function runFormatWarmup(
+  trainer: PolicyTrainer,
+  { steps, batchSize = 8, learningRate = 1e-2, seed, history = 'full' }: FormatWarmupOptions,
+): { losses: number[] } {
   if (!Number.isSafeInteger(steps) || steps < 0) throw new Error(`steps must be a non-negative integer, got ${steps}`);
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
-  const samples = formatWarmupSamples(steps * batchSize, seed, trainer.config.maxContext);
   const losses: number[] = [];
   for (let step = 0; step < steps; step++) {
-    losses.push(trainer.supervisedStep(samples.slice(step * batchSize, (step + 1) * batchSize), { learningRate }).loss);
+    // A step trains on `batchSize` episodes: that many sequences with history, all their turns without.
+    losses.push(trainer.supervisedStep(formatWarmupSamples(batchSize, seed + step, trainer.config.maxContext, history), { learningRate }).loss);
   }
   return { losses };
 }

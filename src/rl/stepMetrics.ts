@@ -26,6 +26,8 @@ export interface StepMetrics extends TrainMetrics {
   trainerIdleFraction: number;
   /** Fraction of the same interval the inference engines spent in forward passes. */
   engineBusyFraction: number;
+  /** Seconds from the start of the run to the end of this step (absent in runs that did not say). */
+  elapsedS?: number;
 }
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -40,6 +40,8 @@ export interface TrainerOptions {
   learningRate?: number;
   /** Gradients are rescaled so their global L2 norm is at most this. */
   maxGradNorm?: number;
+  /** Adam's epsilon (default 1e-8). */
+  adamEpsilon?: number;
   /** The batch is split into this many minibatches, one Adam step each. */
   optimizerStepsPerBatch?: number;
   loss?: Partial<LossConfig>;
@@ -67,7 +69,6 @@ export interface TrainMetrics {
 // Adam's usual constants (Kingma & Ba).
 const BETA1 = 0.9;
 const BETA2 = 0.999;
-const ADAM_EPSILON = 1e-8;
 
 type Params = Record<string, tf.Variable>;
 
@@ -76,6 +77,7 @@ export class PolicyTrainer {
   readonly lossConfig: LossConfig;
   readonly learningRate: number;
   readonly maxGradNorm: number;
+  readonly adamEpsilon: number;
   readonly optimizerStepsPerBatch: number;
   private readonly names: string[];
   private readonly params: Params;
@@ -92,7 +94,7 @@ export class PolicyTrainer {
     return new PolicyTrainer(options);
   }
 
-  private constructor({ weights, optimizer, reference, learningRate = 1e-3, maxGradNorm = 1, optimizerStepsPerBatch = 1, loss = {} }: TrainerOptions) {
+  private constructor({ weights, optimizer, reference, learningRate = 1e-3, maxGradNorm = 1, adamEpsilon = 1e-8, optimizerStepsPerBatch = 1, loss = {} }: TrainerOptions) {
     const problem = weightsProblem(weights);
     if (problem) throw new Error(`invalid weights: ${problem}`);
     const positive = (name: string, value: number) => {
@@ -100,6 +102,7 @@ export class PolicyTrainer {
     };
     positive('learningRate', learningRate);
     positive('maxGradNorm', maxGradNorm);
+    positive('adamEpsilon', adamEpsilon);
     if (!Number.isSafeInteger(optimizerStepsPerBatch) || optimizerStepsPerBatch < 1) {
       throw new Error(`optimizerStepsPerBatch must be a positive integer, got ${optimizerStepsPerBatch}`);
     }
@@ -114,6 +117,7 @@ export class PolicyTrainer {
     this.config = weights.config;
     this.learningRate = learningRate;
     this.maxGradNorm = maxGradNorm;
+    this.adamEpsilon = adamEpsilon;
     this.optimizerStepsPerBatch = optimizerStepsPerBatch;
     this.names = parameterSpecs(this.config).map(({ name }) => name);
     const state = optimizer ?? zeroState(weights);
@@ -286,7 +290,7 @@ export class PolicyTrainer {
           v.assign(tf.add(tf.mul(v, BETA2), tf.mul(tf.square(g), 1 - BETA2)));
           const mHat = tf.div(m, 1 - BETA1 ** t);
           const vHat = tf.div(v, 1 - BETA2 ** t);
-          theta.assign(tf.sub(theta, tf.mul(tf.div(mHat, tf.add(tf.sqrt(vHat), ADAM_EPSILON)), learningRate)));
+          theta.assign(tf.sub(theta, tf.mul(tf.div(mHat, tf.add(tf.sqrt(vHat), this.adamEpsilon)), learningRate)));
         }
         return norm;
       });

@@ -1,0 +1,34 @@
+import { RunConfigSchema } from '../config/schema';
+import { isHeldOutMap, generateMap } from '../src/envs/frozenlake';
+import { modelConfig } from '../src/model/config';
+import { initWeights } from '../src/model/weights';
+import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
+
+describe('held-out evaluation', () => {
+  const config = RunConfigSchema.parse({ env: { name: 'frozenlake', map: 'random', heldOutShare: 0.2 }, agent: { maxTurns: 4, history: 'none' } });
+
+  it('draws its seeds from a stream of its own, deterministically', () => {
+    expect(evaluationSeeds(1, 4)).toEqual(evaluationSeeds(1, 4));
+    expect(evaluationSeeds(1, 4)).not.toEqual(evaluationSeeds(2, 4));
+    expect(new Set(evaluationSeeds(1, 64)).size).toBe(64);
+  });
+
+  it('plays every episode on held-out maps and counts answers and outcomes', async () => {
+    const weights = initWeights(modelConfig({ maxContext: 256 }), 3);
+    const result = await evaluatePolicy({
+      weights,
+      env: config.env,
+      agent: config.agent,
+      envSeeds: evaluationSeeds(1, 6),
+      temperature: 1,
+      maxTokens: 8,
+    });
+    expect(result.episodes).toBe(6);
+    // An untrained policy answers garbage: every episode uses all its turns, none is solved.
+    expect(result.meanTurns).toBe(4);
+    expect(result.solved).toBe(0);
+    expect(result.validAnswerShare).toBeGreaterThanOrEqual(0);
+    expect(result.validAnswerShare).toBeLessThan(0.5);
+    for (const seed of evaluationSeeds(1, 6)) expect(isHeldOutMap(generateMap(4, seed, 0.8, { share: 0.2, pool: 'heldout' }), 0.2)).toBe(true);
+  }, 60_000);
+});
