@@ -4,7 +4,7 @@ import { generateMap } from '../src/envs/frozenlake';
 import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
 import { initWeights, type ModelWeights } from '../src/model/weights';
-import { formatWarmupSamples, runFormatWarmup } from '../src/rl/formatWarmup';
+import { formatWarmupSamples, legalMoves, runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer } from '../src/rl/trainer';
 
 /** Runs of consecutive indices where the mask is 1, as [start, end). */
@@ -33,11 +33,11 @@ describe('formatWarmupSamples', () => {
         answers.push(describeIds(ids.slice(start, end)));
       }
       // Everything else is prompt: no answer text hides outside the mask.
-      const unmasked = decode(ids.filter((_, i) => lossMask[i] === 0));
-      expect(unmasked).not.toMatch(/Action: (left|down|right|up)/);
+      const unmasked = describeIds(ids.filter((_, i) => lossMask[i] === 0));
+      expect(unmasked).not.toMatch(/<\|assistant\|>(left|down|right|up)<\|end\|>/);
       expect(ids.length).toBe(lossMask.length);
     }
-    answers.forEach((answer) => expect(answer).toMatch(/^Action: (left|down|right|up)<\|end\|>$/));
+    answers.forEach((answer) => expect(answer).toMatch(/^(left|down|right|up)<\|end\|>$/));
     // Random moves: all four appear; some conversations run several turns.
     expect(new Set(answers).size).toBe(4);
     expect(multiTurn).toBeGreaterThan(10);
@@ -51,7 +51,19 @@ describe('formatWarmupSamples', () => {
       const runs = maskedRuns(lossMask);
       expect(runs).toHaveLength(1);
       expect(runs[0][1]).toBe(ids.length);
-      expect(describeIds(ids.slice(...runs[0]))).toMatch(/^Action: (left|down|right|up)<\|end\|>$/);
+      expect(describeIds(ids.slice(...runs[0]))).toMatch(/^(left|down|right|up)<\|end\|>$/);
+    }
+  });
+
+  it('answer only legal moves: never into the edge of the map', () => {
+    expect(legalMoves({ grid: [], row: 0, col: 0, size: 4, steps: 0 })).toEqual([1, 2]);
+    expect(legalMoves({ grid: [], row: 3, col: 3, size: 4, steps: 0 })).toEqual([0, 3]);
+    expect(legalMoves({ grid: [], row: 1, col: 2, size: 4, steps: 0 })).toEqual([0, 1, 2, 3]);
+    for (const { ids, lossMask } of formatWarmupSamples(16, 5, 1024, 'none')) {
+      const start = lossMask.indexOf(1);
+      const move = describeIds(ids.slice(start, lossMask.lastIndexOf(1)));
+      // The neighbour line of the observation marks the edge with '#'.
+      expect(decode(ids.slice(0, start))).not.toContain(`${move} #`);
     }
   });
 

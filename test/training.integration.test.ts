@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import { readLearningCurve } from '../src/cli/runTraining';
+import { readEvaluations, readLearningCurve } from '../src/cli/runTraining';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupReadySignal } from '../workflows/signals';
@@ -80,6 +80,50 @@ describe('training run', () => {
         expect(after.policyVersion).toBe(version);
         const moved = Object.keys(after.weights.params).filter((name) => after.weights.params[name].some((x, i) => x !== before.weights.params[name][i]));
         expect(moved.length).toBeGreaterThan(0);
+      }
+    } finally {
+      await workers.shutdown();
+    }
+  }, 300_000);
+
+  it('bounds staleness by eta = 1 for every trained token, and evaluates versions on held-out maps', async () => {
+    const config = testConfig('training-eta1', {
+      model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 256 },
+      env: { name: 'frozenlake', map: 'random' },
+      agent: { maxTurns: 4, history: 'none' },
+      sampling: { maxTokens: 12, temperature: 1 },
+      // Many trajectories in flight against small batches: admission, not concurrency, is the limit.
+      rollout: { groupSize: 4, maxConcurrency: 16 },
+      trainer: { steps: 4, batchGroups: 1, maxStaleness: 1, weightSync: 'turn', formatWarmupSteps: 10 },
+      reward: { formatWeight: 0.5 },
+      eval: { everySteps: 2, episodes: 4 },
+    });
+    const runId = 'training-eta1';
+    const logger = createLogger('test');
+    logger.level = 'warn';
+    const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
+    try {
+      const result = await withClient((client) =>
+        client.workflow.execute(trainingWorkflow, {
+          workflowId: runId,
+          taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
+          args: [{ ...episodeSpecOf(config, runId), groupSize: 4, maxConcurrency: 16, trainer: config.trainer, eval: config.eval }],
+        }),
+      );
+      expect(result.version).toBe(4);
+      const runDir = path.join(config.dataDir, 'runs', runId);
+      const curve = await readLearningCurve(runDir);
+      console.log(curve.map((m) => `step ${m.step}: staleness ${JSON.stringify(m.stalenessHistogram)}`).join('\n'));
+      // Step k trains group k, which was admitted under version >= k - 1.
+      expect(curve.map((m) => m.groupIds)).toEqual([0, 1, 2, 3].map((k) => [`${runId}.g0000${k}`]));
+      for (const m of curve) expect(m.stalenessMax).toBeLessThanOrEqual(1);
+
+      const evaluations = await readEvaluations(runDir);
+      expect(evaluations.map((e) => e.version)).toEqual([0, 2, 4]);
+      for (const e of evaluations) {
+        expect(e.episodes).toBe(4);
+        expect(e.successRate).toBeGreaterThanOrEqual(0);
+        expect(e.successRate).toBeLessThanOrEqual(1);
       }
     } finally {
       await workers.shutdown();

@@ -17,6 +17,7 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   ParentClosePolicy,
+  patched,
   setHandler,
   startChild,
   workflowInfo,
@@ -49,6 +50,9 @@ export interface RolloutState {
 }
 
 export type RolloutResult = RolloutStatus & { runId: string };
+
+/** Patch id: slots are granted strictly in group order (see `admit`). */
+const ADMISSION_IN_GROUP_ORDER = 'admission-in-group-order';
 
 export function groupIdOf(runId: string, groupIndex: number): string {
   return `${runId}.g${String(groupIndex).padStart(5, '0')}`;
@@ -152,46 +156,72 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
   const slotVersion = () => (input.training ? status.policyVersion : undefined);
   const admissionEnd = ((input.firstGroupIndex ?? 0) + input.groups) * input.groupSize;
 
-  /** Hands free slots to open groups first (oldest first), then to new groups. */
+  async function grantToGroup(groupId: string, count: number): Promise<void> {
+    openGroups[groupId].granted += count;
+    grant(count);
+    await getExternalWorkflowHandle(groupId).signal(admitSignal, count, slotVersion());
+  }
+
+  async function startGroup(): Promise<void> {
+    const groupIndex = (input.firstGroupIndex ?? 0) + status.groupsStarted++;
+    const groupId = groupIdOf(input.runId, groupIndex);
+    const count = Math.min(input.groupSize, freeSlots());
+    openGroups[groupId] = { granted: count, freed: [] };
+    grant(count);
+    await startChild(groupWorkflow, {
+      workflowId: groupId,
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{
+        ...episodeSpec(input),
+        groupId,
+        groupIndex,
+        groupSize: input.groupSize,
+        envSeed: envSeedOf(input.runSeed, groupIndex),
+        controllerId,
+        initialAdmits: count,
+        policyVersion: slotVersion(),
+        weightSync: input.training?.weightSync,
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'group' },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
+        { key: SEARCH_ATTRIBUTES.group, value: groupId },
+      ],
+      staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${describeEnv(input.env)} prompt`,
+    });
+  }
+
+  /**
+   * Hands out free slots strictly in group order: the oldest group still short of slots gets them,
+   * and a new group starts only once every open group has all of its slots. Slots are then granted
+   * in trajectory order, which is what makes the staleness bound hold per train batch (the trainer
+   * takes groups in the same order). Slots freed while a grant is being sent are handed out by the
+   * same loop.
+   */
   async function admit(): Promise<void> {
     applyPendingSync();
+    if (!patched(ADMISSION_IN_GROUP_ORDER)) return admitBeforeGroupOrder();
+    while (freeSlots() > 0) {
+      const short = Object.entries(openGroups).find(([, group]) => group.granted < input.groupSize);
+      if (short) await grantToGroup(short[0], Math.min(input.groupSize - short[1].granted, freeSlots()));
+      else if (status.groupsStarted < groupLimit()) await startGroup();
+      else return;
+    }
+  }
+
+  /**
+   * Admission as histories recorded before ADMISSION_IN_GROUP_ORDER did it: one pass over the open
+   * groups, then new groups, so slots freed meanwhile could start a new group while an older one
+   * was still short. Kept only so those histories replay.
+   */
+  async function admitBeforeGroupOrder(): Promise<void> {
     for (const [groupId, group] of Object.entries(openGroups)) {
       const count = Math.min(input.groupSize - group.granted, freeSlots());
-      if (count <= 0) continue;
-      group.granted += count;
-      grant(count);
-      await getExternalWorkflowHandle(groupId).signal(admitSignal, count, slotVersion());
+      if (count > 0) await grantToGroup(groupId, count);
     }
-    while (status.groupsStarted < groupLimit() && freeSlots() > 0) {
-      const groupIndex = (input.firstGroupIndex ?? 0) + status.groupsStarted++;
-      const groupId = groupIdOf(input.runId, groupIndex);
-      const count = Math.min(input.groupSize, freeSlots());
-      openGroups[groupId] = { granted: count, freed: [] };
-      grant(count);
-      await startChild(groupWorkflow, {
-        workflowId: groupId,
-        taskQueue: input.taskQueues.workflows,
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-        args: [{
-          ...episodeSpec(input),
-          groupId,
-          groupIndex,
-          groupSize: input.groupSize,
-          envSeed: envSeedOf(input.runSeed, groupIndex),
-          controllerId,
-          initialAdmits: count,
-          policyVersion: slotVersion(),
-          weightSync: input.training?.weightSync,
-        }],
-        typedSearchAttributes: [
-          { key: SEARCH_ATTRIBUTES.run, value: input.runId },
-          { key: SEARCH_ATTRIBUTES.kind, value: 'group' },
-          { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
-          { key: SEARCH_ATTRIBUTES.group, value: groupId },
-        ],
-        staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${describeEnv(input.env)} prompt`,
-      });
-    }
+    while (status.groupsStarted < groupLimit() && freeSlots() > 0) await startGroup();
   }
 
   while (status.groupsFinished < groupLimit()) {

@@ -2,18 +2,19 @@
  * The FrozenLake agent's side of the conversation: what the model reads (system prompt, rendered
  * grid) and how its answer becomes an action.
  *
- * Answer format: `Action: <move>` with <move> one of left, down, right, up (or its first letter),
- * case-insensitive; a lone move word is accepted too. Texts are kept short because the model is
- * tiny and its context small.
+ * Answer format: the move alone (left, down, right or up), so the decision is the answer's first
+ * token, read right after the observation; `Action: <move>` anywhere in the text (the move or its
+ * first letter, case-insensitive) is accepted too. Texts are kept short because the model is tiny
+ * and its context small.
  *
  * Runs inside the Temporal workflow sandbox, so it stays pure and deterministic: it imports only
  * pure modules and never throws on model output.
  */
-import { ACTION_NAMES, type FrozenLakeObservation } from '../envs/frozenlake';
+import { ACTION_NAMES, MOVES, type FrozenLakeObservation } from '../envs/frozenlake';
 
-const ANSWER_FORMAT = 'Reply "Action: <move>", <move> being left, down, right or up.';
+const ANSWER_FORMAT = 'Reply with one move: left, down, right or up.';
 
-export const FROZENLAKE_SYSTEM_PROMPT = `Walk P to G on the grid; H is a hole. ${ANSWER_FORMAT}`;
+export const FROZENLAKE_SYSTEM_PROMPT = `Walk P to G on the grid; H is a hole, # the edge. ${ANSWER_FORMAT}`;
 
 /** Marks the player's cell in the rendered grid. */
 const PLAYER = 'P';
@@ -31,11 +32,19 @@ const ANY_MOVE_WORD = /\b(?:left|down|right|up)\b/gi;
 
 export type ParsedAction = { ok: true; action: number; name: string } | { ok: false; error: string };
 
-/** The grid, one row per line, with the player's cell shown as `P`. */
+/** Shown for a neighbour beyond the edge of the map. */
+const WALL = '#';
+
+/**
+ * The grid, one row per line, with the player's cell shown as `P`, then the four neighbouring
+ * cells in move order. The neighbours repeat what the grid shows, but at the same place in every
+ * prompt of a map size, right before the answer: a small model reads a fixed position far more
+ * easily than it finds `P` somewhere in the grid (an untrained one ignores the grid altogether).
+ */
 export function renderObservation(obs: FrozenLakeObservation): string {
-  return obs.grid
-    .map((line, row) => (row === obs.row ? line.slice(0, obs.col) + PLAYER + line.slice(obs.col + 1) : line))
-    .join('\n');
+  const grid = obs.grid.map((line, row) => (row === obs.row ? line.slice(0, obs.col) + PLAYER + line.slice(obs.col + 1) : line));
+  const neighbours = MOVES.map(([dr, dc], action) => `${ACTION_NAMES[action]} ${obs.grid[obs.row + dr]?.[obs.col + dc] ?? WALL}`);
+  return [...grid, neighbours.join(', ')].join('\n');
 }
 
 /** The first `Action: <move>` in the text, or a lone move word; otherwise a short reason. */
@@ -49,18 +58,18 @@ export function parseAction(text: string): ParsedAction {
     return { ok: true, action, name: ACTION_NAMES[action] };
   }
   const mentioned = answer.match(ANY_MOVE_WORD)?.length ?? 0;
-  return { ok: false, error: mentioned > 1 ? 'ambiguous: several moves' : 'no "Action: <move>"' };
+  return { ok: false, error: mentioned > 1 ? 'ambiguous: several moves' : 'no move' };
 }
 
 /** Told to the model instead of an observation when its answer did not parse; the episode goes on. */
 export function invalidActionMessage(error: string): string {
   // Short on purpose: it is repeated in the context after every malformed answer.
-  return `Invalid answer (${error}). Reply "Action: <move>".`;
+  return `Invalid answer (${error}). ${ANSWER_FORMAT}`;
 }
 
 /** The exact well-formed answer for `action`: the target text of format warm-up examples. */
 export function formatExample(action: number): string {
   const name = ACTION_NAMES[action];
   if (name === undefined) throw new Error(`formatExample: invalid action ${action}`);
-  return `Action: ${name}`;
+  return name;
 }

@@ -18,7 +18,7 @@ import type { Environment, StepResult } from './environment';
 export const ACTION_NAMES = ['left', 'down', 'right', 'up'] as const;
 
 /** Row and column change of each action, indexed by action id. */
-const MOVES: readonly (readonly [number, number])[] = [
+export const MOVES: readonly (readonly [number, number])[] = [
   [0, -1],
   [1, 0],
   [0, 1],

@@ -1,9 +1,11 @@
 /**
- * The policy network: a pre-LayerNorm decoder-only transformer with learned absolute positions, a
- * ReLU MLP (one op, unlike GELU's six) and an untied LM head. Linear layers have no biases.
+ * The policy network: a pre-LayerNorm decoder-only transformer with learned absolute positions and
+ * ALiBi recency biases on the attention scores, a ReLU MLP (one op, unlike GELU's six) and an
+ * untied LM head. Linear layers have no biases.
  *
  *   x_0 = E[token] + P[position]
- *   x  += Attention(LN1(x)) W_o            (causal, nHeads heads)
+ *   x  += Attention(LN1(x)) W_o            (causal, nHeads heads, head h's score for a key d tokens
+ *                                           back lowered by slope_h * d)
  *   x  += relu(LN2(x) W_1) W_2
  *   logits = LN_f(x) W_head
  *
@@ -94,7 +96,7 @@ export function decodeStep(weights: TensorWeights, cache: KVCache, tokens: Int32
   if (tokens.length !== B) throw new Error(`decodeStep got ${tokens.length} tokens for ${B} cache rows`);
   const logits = tf.tidy(() => {
     let x: tf.Tensor = tf.tensor2d(embedRows(weights, tokens, cache.lengths), [B, D]);
-    const maskBias = attentionMask(cache);
+    const maskBias = attentionMask(cache, config.nHeads);
     for (let l = 0; l < nLayers; l++) {
       const p = (name: string) => param(weights, layerParam(l, name));
       const qkv = tf.matMul(layerNorm(x, p('ln1.gain'), p('ln1.bias')), p('attn.wqkv'));
@@ -151,7 +153,7 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
   assertSequence(weights.config, ids);
   // Token embedding as oneHot(ids) E rather than a gather, which has no gradient on wasm.
   let x = tf.add(tf.matMul(oneHot(ids, vocabSize), param(weights, 'embed.tokens')), tf.slice(param(weights, 'embed.positions'), [0, 0], [T, D]));
-  const mask = causalMask(T);
+  const masks = causalMasks(T, weights.config.nHeads);
   const keys: tf.Tensor[] = [];
   const values: tf.Tensor[] = [];
   for (let l = 0; l < nLayers; l++) {
@@ -160,7 +162,7 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
     const [q, k, v] = tf.split(qkv, 3, 1);
     keys.push(k);
     values.push(v);
-    x = tf.add(x, tf.matMul(causalAttention(q, k, v, mask, weights.config), p('attn.wo')));
+    x = tf.add(x, tf.matMul(causalAttention(q, k, v, masks, weights.config), p('attn.wo')));
     x = tf.add(x, mlp(weights, l, x));
   }
   const hidden = layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias'));
@@ -171,7 +173,7 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
  * Causal self-attention over a whole sequence, q, k, v [T, D] -> [T, D]. Head h owns feature
  * columns h*hd .. (h+1)*hd-1 (hd = D / nHeads) of q, k and v, and its output the same columns:
  *
- *   S_h   = (q_h / sqrt(hd)) k_h^T + mask       [T, T]   mask: 0 for j <= i, MASKED above
+ *   S_h   = (q_h / sqrt(hd)) k_h^T + mask_h     [T, T]   mask_h: -slope_h (i - j) for j <= i, MASKED above
  *   out_h = softmax_rows(S_h) v_h               [T, hd]
  *   out   = [out_0 | out_1 | ... | out_{H-1}]   [T, D]
  *
@@ -181,13 +183,13 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
  * per head ([D, T] -> H x [hd, T]): matMul's transpose flags would also leave XNNPACK. Every op acts
  * on this sequence alone, so the result does not depend on anything else the caller runs.
  */
-function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, mask: tf.Tensor, config: ModelConfig): tf.Tensor {
+function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, masks: readonly tf.Tensor[], config: ModelConfig): tf.Tensor {
   const H = config.nHeads;
   const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1); // H x [T, hd], scaled
   const kHeadsT = tf.split(tf.transpose(k), H, 0); // H x [hd, T]
   const vHeads = tf.split(v, H, 1); // H x [T, hd]
   const outHeads = qHeads.map((qh, h) => {
-    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), mask)); // [T, T]
+    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), masks[h])); // [T, T]
     return tf.matMul(probs, vHeads[h]); // [T, hd]
   });
   return tf.concat(outHeads, 1);
@@ -195,7 +197,7 @@ function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, mask: tf.Tens
 
 /**
  * The same attention for one new query per row against the cache: queries [B, 1, D] (already
- * scaled by 1/sqrt(hd)), keys [B, C, D], valuesT [B, H, hd, C], maskBias [B, 1, C] -> [B, D].
+ * scaled by 1/sqrt(hd)), keys [B, C, D], valuesT [B, H, hd, C], maskBias [B, H, C] -> [B, D].
  * Built from elementwise ops and innermost-axis reductions (wasm's batched matMul is a slow scalar
  * loop), each computing row b from row b alone. Reductions over the C axis only ever append
  * trailing zeros (masked or empty columns), which leave the sums unchanged, so a row's result does
@@ -219,19 +221,42 @@ function cachedAttention(queries: tf.Tensor, keys: tf.Tensor3D, valuesT: tf.Tens
   return tf.reshape(out, [B, D]);
 }
 
-/** [T, T]: 0 where query i may see key j (j <= i), MASKED above the diagonal. */
-function causalMask(T: number): tf.Tensor {
-  const bias = new Float32Array(T * T);
-  for (let i = 0; i < T; i++) bias.fill(MASKED, i * T + i + 1, (i + 1) * T);
-  return tf.tensor2d(bias, [T, T]);
+/**
+ * ALiBi slopes: head h lowers the score of a key d tokens back by slope_h * d, slopes forming the
+ * geometric sequence 2^(-8/H), 2^(-16/H), ..., 2^(-8). The steepest heads attend mostly to the last
+ * few tokens from the start, so what was just said (the latest observation) shapes the next token
+ * even before training has taught attention where to look; the flattest see the whole context.
+ */
+function alibiSlopes(nHeads: number): Float32Array {
+  return Float32Array.from({ length: nHeads }, (_, h) => 2 ** ((-8 * (h + 1)) / nHeads));
 }
 
-/** [B, 1, C]: 0 for the columns row b holds, including the token written this step; MASKED after. */
-function attentionMask(cache: KVCache): tf.Tensor {
+/** The bias of a query at `position` for the key at `column`: ALiBi where visible, MASKED after. */
+function fillBiasRow(row: Float32Array, slope: number, position: number): void {
+  for (let column = 0; column < row.length; column++) row[column] = column <= position ? -slope * (position - column) : MASKED;
+}
+
+/** Per head [T, T]: query i's biases for keys 0..T-1. */
+function causalMasks(T: number, nHeads: number): tf.Tensor[] {
+  return Array.from(alibiSlopes(nHeads), (slope) => {
+    const bias = new Float32Array(T * T);
+    for (let i = 0; i < T; i++) fillBiasRow(bias.subarray(i * T, (i + 1) * T), slope, i);
+    return tf.tensor2d(bias, [T, T]);
+  });
+}
+
+/**
+ * [B, H, C]: each row's biases over the cache columns, its query at the position written this
+ * step; the same values as `causalMasks` gives that position, so both paths score alike.
+ */
+function attentionMask(cache: KVCache, nHeads: number): tf.Tensor {
   const C = cache.capacity;
-  const bias = new Float32Array(cache.rows * C);
-  cache.lengths.forEach((position, row) => bias.fill(MASKED, row * C + position + 1, (row + 1) * C));
-  return tf.tensor3d(bias, [cache.rows, 1, C]);
+  const slopes = alibiSlopes(nHeads);
+  const bias = new Float32Array(cache.rows * nHeads * C);
+  cache.lengths.forEach((position, row) => {
+    slopes.forEach((slope, h) => fillBiasRow(bias.subarray((row * nHeads + h) * C, (row * nHeads + h + 1) * C), slope, position));
+  });
+  return tf.tensor3d(bias, [cache.rows, nHeads, C]);
 }
 
 function assertSequence({ vocabSize, maxContext }: ModelConfig, ids: readonly number[]): void {

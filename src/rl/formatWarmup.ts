@@ -1,16 +1,22 @@
 /**
  * Format warm-up: a short supervised phase that teaches an untrained policy to answer in the
- * agent's format (`Action: <move>` then <|end|>) so that RL starts from parseable answers.
+ * agent's format (a move word, then <|end|>) so that RL starts from parseable answers.
  *
  * It teaches the format only, never solutions: every example is an episode on a random map played
- * with uniformly random moves (up to MAX_TURNS), so later-turn contexts are covered too, and
- * some turns follow a malformed answer and the agent's "invalid answer" reply, so the policy also
- * learns to get back to the format. The loss mask is 1 on the well-formed answers only.
+ * with uniformly random legal moves (any move that stays on the map, holes included, up to
+ * MAX_TURNS), so later-turn contexts are covered too, and some turns follow a malformed answer and
+ * the agent's "invalid answer" reply, so the policy also learns to get back to the format. The
+ * loss mask is 1 on the well-formed answers only.
+ *
+ * Legal rather than arbitrary moves, because a move's validity depends on the observation: the
+ * policy learns to read where it stands. Answers that ignored the observation would teach the
+ * opposite, and RL would have to unlearn it before it could learn anything about holes and goals,
+ * which the warm-up never mentions.
  */
 import { FROZENLAKE_SYSTEM_PROMPT, formatExample, invalidActionMessage, parseAction, renderObservation } from '../agents/frozenlakeAgent';
 import { createRng, type Rng } from '../core/random';
 import { encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS } from '../core/tokenizer';
-import { ACTION_NAMES, FrozenLake, type FrozenLakeObservation } from '../envs/frozenlake';
+import { FrozenLake, MOVES, type FrozenLakeObservation } from '../envs/frozenlake';
 import type { MaskedSequence } from './loss';
 import type { PolicyTrainer } from './trainer';
 
@@ -23,7 +29,7 @@ const TURN_HEADROOM = 200;
 /** Share of turns that follow a malformed answer instead of a move. */
 const RECOVERY_SHARE = 0.1;
 /** Malformed answers of the kinds an untrained or drifting policy writes. */
-const MALFORMED = ['Act', 'Action: le', 'Action:', 'down down', '', 'Action: forward'];
+const MALFORMED = ['do', 'lef', 'Action:', 'down down', '', 'forward'];
 const MAP_SIZES = [4, 8] as const;
 
 /** Whether warm-up turns continue one conversation (`full`) or each start afresh (`none`), as the agent's. */
@@ -41,11 +47,16 @@ export function formatWarmupSamples(count: number, seed: number, maxContext = 10
   return Array.from({ length: count }, () => episode(rng, maxLength, history)).flat();
 }
 
+/** Moves that keep the player on the map (holes included: they end the episode, legally). */
+export function legalMoves({ row, col, size }: FrozenLakeObservation): number[] {
+  return MOVES.flatMap(([dr, dc], action) => (row + dr >= 0 && row + dr < size && col + dc >= 0 && col + dc < size ? [action] : []));
+}
+
 function episode(rng: Rng, maxLength: number, history: WarmupHistory): MaskedSequence[] {
   const pick = (n: number) => Math.floor(rng() * n);
   const size = MAP_SIZES[pick(MAP_SIZES.length)];
-  // A real episode played with uniformly random moves, so the contexts look like rollouts (walls
-  // that leave the player in place, repeated observations) while the answers teach no solution.
+  // A real episode played with uniformly random legal moves, so the contexts look like rollouts
+  // while the answers teach no solution.
   const env = new FrozenLake({ size, map: 'random', mapSeed: pick(2 ** 32), slippery: false, seed: 0, maxSteps: MAX_TURNS });
   const start = (observation: FrozenLakeObservation) =>
     renderConversationStart([{ role: 'system', content: FROZENLAKE_SYSTEM_PROMPT }, { role: 'user', content: renderObservation(observation) }]);
@@ -60,7 +71,8 @@ function episode(rng: Rng, maxLength: number, history: WarmupHistory): MaskedSeq
     sequences.push(current);
     append(start(observation), 0);
   };
-  newContext(env.reset());
+  let observation = env.reset();
+  newContext(observation);
   let answer: number[] = [];
   for (let done = false; !done && current.ids.length < maxLength; ) {
     // Recovery turns exist only with history: without it the model never sees its bad answer.
@@ -72,14 +84,16 @@ function episode(rng: Rng, maxLength: number, history: WarmupHistory): MaskedSeq
       append(answer, 0);
       append(renderContinuation(answer, [{ role: 'user', content: invalidActionMessage(parsed.ok ? 'unexpected' : parsed.error) }]), 0);
     }
-    const action = pick(ACTION_NAMES.length);
+    const legal = legalMoves(observation);
+    const action = legal[pick(legal.length)];
     answer = [...encode(formatExample(action)), SPECIAL_TOKENS.end];
     append(answer, 1);
     const result = env.step(action);
+    observation = result.observation;
     done = result.done;
     if (done) break;
-    if (history === 'full') append(renderContinuation(answer, [{ role: 'user', content: renderObservation(result.observation) }]), 0);
-    else newContext(result.observation);
+    if (history === 'full') append(renderContinuation(answer, [{ role: 'user', content: renderObservation(observation) }]), 0);
+    else newContext(observation);
   }
   return sequences;
 }
