@@ -88,6 +88,12 @@ function stepFile(dataDir: string, runId: string, step: number): string {
   return path.join(trainDir(dataDir, runId), `step-${String(step).padStart(6, '0')}.json`);
 }
 
+/** Appends `record` as one JSON line, creating the folder on first use. */
+async function appendLine(file: string, record: unknown): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  await fs.appendFile(file, `${JSON.stringify(record)}\n`);
+}
+
 function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {
   return runStartedAt === undefined ? {} : { elapsedS: (now - runStartedAt) / 1000 };
 }
@@ -205,8 +211,11 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     });
     previous = { endedAt, engines };
     const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };
+    // The metrics line first: the result file marks the step done, and a retry that finds it
+    // returns at once, so a line written after it could be lost to a crash in between. A retry
+    // that trains again appends a second line for the step; readers keep the last.
+    await appendLine(path.join(trainDir(dataDir, runId), 'metrics.jsonl'), output.metrics);
     await writeJsonAtomically(resultFile, output);
-    await fs.appendFile(path.join(trainDir(dataDir, runId), 'metrics.jsonl'), `${JSON.stringify(output.metrics)}\n`);
     logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
     return output;
   }
@@ -232,8 +241,8 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
       });
       const endedAt = Date.now();
       const record: EvaluationRecord = { version, ...result, wallMs: endedAt - startedAt, ...elapsedSince(input.runStartedAt, endedAt) };
+      await appendLine(path.join(trainDir(dataDir, runId), 'eval.jsonl'), record);
       await writeJsonAtomically(resultFile, record);
-      await fs.appendFile(path.join(trainDir(dataDir, runId), 'eval.jsonl'), `${JSON.stringify(record)}\n`);
       logger.info({ runId, version, successRate: record.successRate, validAnswerShare: record.validAnswerShare, wallMs: record.wallMs }, 'evaluation done');
       return record;
     } finally {

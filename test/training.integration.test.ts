@@ -88,7 +88,7 @@ describe('training run', () => {
 
   it('bounds staleness by eta = 1 for every trained token, and evaluates versions on held-out maps', async () => {
     const config = testConfig('training-eta1', {
-      model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 256 },
+      model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 512 },
       env: { name: 'frozenlake', map: 'random' },
       agent: { maxTurns: 4, history: 'none' },
       sampling: { maxTokens: 12, temperature: 1 },

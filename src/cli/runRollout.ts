@@ -14,7 +14,7 @@ import { rolloutWorkflow } from '../../workflows/rollout';
 import { rolloutStatusQuery } from '../../workflows/signals';
 import type { RolloutInput } from '../../workflows/types';
 import { taskQueuesFor } from '../../workers/taskQueues';
-import { createProgress } from './progress';
+import { createProgress, pollEvery } from './progress';
 import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 
 export interface RunSummary {
@@ -64,14 +64,13 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
 
     const total = config.rollout.groups * config.rollout.groupSize;
     const progress = createProgress('trajectories', total);
-    const poll = setInterval(() => {
-      handle.query(rolloutStatusQuery).then((s) => {
-        const done = s.trajectoriesFinished + s.trajectoriesFailed;
-        progress.update(done, `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`);
-      }, () => undefined);
-    }, 1_000);
-    const result = await handle.result().finally(() => {
-      clearInterval(poll);
+    const poll = pollEvery(1_000, async () => {
+      const s = await handle.query(rolloutStatusQuery);
+      const done = s.trajectoriesFinished + s.trajectoriesFailed;
+      progress.update(done, `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`);
+    });
+    const result = await handle.result().finally(async () => {
+      await poll.stop();
       progress.finish();
     });
     const wallMs = Date.now() - startedAt;

@@ -15,7 +15,7 @@ import type { EvaluationRecord } from '../../activities/trainer';
 import { PROJECT_ROOT } from '../paths';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
 import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../../workflows/training';
-import { createProgress } from './progress';
+import { createProgress, pollEvery } from './progress';
 import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 
 export interface TrainingSummary {
@@ -92,15 +92,14 @@ export async function runTraining(
     logger.info({ runId }, 'training started');
 
     const progress = createProgress('train steps', config.trainer.steps);
-    const poll = setInterval(() => {
-      handle.query(trainingStatusQuery).then((s) => {
-        const m = s.lastMetrics;
-        const evaluation = s.lastEvaluation ? `, held-out v${s.lastEvaluation.version} ${(100 * s.lastEvaluation.successRate).toFixed(0)}%` : '';
-        progress.update(s.step, `${m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, ` : ''}queue ${s.queueDepth}${evaluation}`);
-      }, () => undefined);
-    }, 1_000);
-    const result = await handle.result().finally(() => {
-      clearInterval(poll);
+    const poll = pollEvery(1_000, async () => {
+      const s = await handle.query(trainingStatusQuery);
+      const m = s.lastMetrics;
+      const evaluation = s.lastEvaluation ? `, held-out v${s.lastEvaluation.version} ${(100 * s.lastEvaluation.successRate).toFixed(0)}%` : '';
+      progress.update(s.step, `${m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, ` : ''}queue ${s.queueDepth}${evaluation}`);
+    });
+    const result = await handle.result().finally(async () => {
+      await poll.stop();
       progress.finish();
     });
     const curve = await readLearningCurve(runDir);

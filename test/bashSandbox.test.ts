@@ -1,0 +1,162 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BashSandbox, probeConfinement, sweepStaleSandboxes } from '../src/sandbox/bash';
+
+const confinement = probeConfinement();
+const options = { commandTimeoutMs: 10_000, maxOutputBytes: 64 * 1024 };
+const repoRoot = path.resolve(__dirname, '..');
+
+/** Processes, from this machine's view, whose command line contains marker. */
+function processesWith(marker: string): string[] {
+  const found: string[] = [];
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (cmdline.includes(marker)) found.push(`${pid}: ${cmdline}`);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return found;
+}
+
+let sandbox: BashSandbox;
+beforeEach(async () => {
+  sandbox = await BashSandbox.create(options);
+});
+afterEach(() => sandbox.close());
+
+test('reports its isolation', () => {
+  console.log(`bash sandbox isolation on this machine:\n  ${sandbox.isolation().join('\n  ')}`);
+  expect(sandbox.isolation()).toEqual(confinement.description);
+  expect(path.basename(sandbox.dir)).toMatch(new RegExp(`^trajflow-sandbox-${process.pid}-`));
+  expect(path.dirname(sandbox.dir)).toBe(fs.realpathSync(os.tmpdir()));
+});
+
+test('runs in the scratch dir with a clean environment; files persist between commands', async () => {
+  process.env.TRAJFLOW_TEST_SECRET = 'do-not-leak';
+  try {
+    const r = await sandbox.run('pwd; echo "$HOME"; env; echo data > kept.txt');
+    expect(r).toMatchObject({ exitCode: 0, stderr: '', timedOut: false, truncated: false });
+    const [pwd, home] = r.stdout.split('\n');
+    expect(pwd).toBe(sandbox.dir);
+    expect(home).toBe(sandbox.dir);
+    expect(r.stdout).not.toContain('do-not-leak');
+  } finally {
+    delete process.env.TRAJFLOW_TEST_SECRET;
+  }
+  await expect(sandbox.run('cat kept.txt; exit 3')).resolves.toMatchObject({ exitCode: 3, stdout: 'data\n' });
+  expect(fs.readFileSync(path.join(sandbox.dir, 'kept.txt'), 'utf8')).toBe('data\n');
+});
+
+const confinedTest = confinement.readOnlyOutside ? test : test.skip;
+if (!confinement.readOnlyOutside) {
+  console.warn(`SKIPPED write-confinement test: this machine allows no mount namespace (${confinement.description.join('; ')})`);
+}
+confinedTest('cannot create files outside the scratch dir', async () => {
+  const marker = `trajflow-escape-${process.pid}-${Date.now()}`;
+  const targets = [path.join(os.tmpdir(), marker), path.join(repoRoot, marker), path.join(path.dirname(sandbox.dir), marker)];
+  try {
+    for (const target of targets) {
+      const r = await sandbox.run(`echo x > '${target}'`);
+      expect(r.exitCode).not.toBe(0);
+      expect(r.stderr).toMatch(/Read-only file system|Permission denied/);
+      expect(fs.existsSync(target)).toBe(false);
+    }
+    // Nor can it undo the read-only mounts.
+    const remount = await sandbox.run(`mount -o remount,rw / || mount -o remount,rw '${os.tmpdir()}'`);
+    expect(remount.exitCode).not.toBe(0);
+  } finally {
+    for (const target of targets) fs.rmSync(target, { force: true });
+  }
+});
+
+const noNetworkTest = confinement.noNetwork ? test : test.skip;
+if (!confinement.noNetwork) console.warn('SKIPPED no-network test: this machine allows no network namespace');
+noNetworkTest('has no network', async () => {
+  const tcp = await sandbox.run('echo > /dev/tcp/1.1.1.1/80');
+  expect(tcp.exitCode).not.toBe(0);
+  expect(tcp.stderr).toMatch(/Network is unreachable/);
+  const curl = await sandbox.run('command -v curl >/dev/null || exit 99; curl -sS -m 3 http://1.1.1.1/');
+  expect(curl.exitCode).not.toBe(0);
+});
+
+test('a command over its timeout is killed, with its children', async () => {
+  await sandbox.close();
+  sandbox = await BashSandbox.create({ ...options, commandTimeoutMs: 500 });
+  const marker = `7.${process.pid}`;
+  const started = Date.now();
+  const r = await sandbox.run(`sleep ${marker} & bash -c 'sleep ${marker}'; sleep 10`);
+  expect(r.timedOut).toBe(true);
+  expect(r.exitCode).toBe(137);
+  expect(Date.now() - started).toBeLessThan(3000);
+  expect(processesWith(`sleep ${marker}`)).toEqual([]);
+  // The sandbox stays usable.
+  await expect(sandbox.run('echo still here')).resolves.toMatchObject({ exitCode: 0, stdout: 'still here\n', timedOut: false });
+});
+
+test('background jobs do not outlive their command', async () => {
+  const marker = `8.${process.pid}`;
+  const started = Date.now();
+  const r = await sandbox.run(`sleep ${marker} & echo started`);
+  expect(r).toMatchObject({ exitCode: 0, stdout: 'started\n', timedOut: false });
+  expect(Date.now() - started).toBeLessThan(3000);
+  expect(processesWith(`sleep ${marker}`)).toEqual([]);
+});
+
+test('output over the cap is truncated, per stream', async () => {
+  await sandbox.close();
+  sandbox = await BashSandbox.create({ ...options, maxOutputBytes: 1000 });
+  const r = await sandbox.run("head -c 100000 /dev/zero | tr '\\0' a; head -c 5000 /dev/zero | tr '\\0' b >&2; echo done >&2");
+  expect(r.exitCode).toBe(0);
+  expect(r.truncated).toBe(true);
+  expect(r.stdout).toBe('a'.repeat(1000));
+  expect(r.stderr).toBe('b'.repeat(1000));
+  await expect(sandbox.run('echo short')).resolves.toMatchObject({ stdout: 'short\n', truncated: false });
+});
+
+test('file size limit', async () => {
+  await sandbox.close();
+  sandbox = await BashSandbox.create({ ...options, maxFileBytes: 64 * 1024 });
+  const r = await sandbox.run('head -c 1000000 /dev/zero > big; echo "status $?"');
+  expect(r.stdout).toMatch(/status [1-9]/);
+  expect(fs.statSync(path.join(sandbox.dir, 'big')).size).toBeLessThanOrEqual(64 * 1024);
+});
+
+test('close removes the directory, kills running commands, and is idempotent', async () => {
+  const marker = `9.${process.pid}`;
+  await sandbox.run('mkdir -p a/b && echo x > a/b/c && chmod 500 a/b');
+  const pending = sandbox.run(`sleep ${marker}`);
+  await new Promise((r) => setTimeout(r, 300));
+  await sandbox.close();
+  await expect(pending).resolves.toMatchObject({ exitCode: 137 });
+  expect(processesWith(`sleep ${marker}`)).toEqual([]);
+  expect(fs.existsSync(sandbox.dir)).toBe(false);
+  await sandbox.close();
+  await expect(sandbox.run('true')).rejects.toThrow(/closed/);
+});
+
+test('sweepStaleSandboxes removes idle dirs of dead owners only', async () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trajflow-sweep-test-'));
+  try {
+    const deadPid = spawnSync('true').pid;
+    const make = (name: string, ageMs: number) => {
+      const dir = path.join(root, name);
+      fs.mkdirSync(dir);
+      fs.writeFileSync(path.join(dir, 'f'), '');
+      const t = new Date(Date.now() - ageMs);
+      fs.utimesSync(dir, t, t);
+      return dir;
+    };
+    const stale = make(`trajflow-sandbox-${deadPid}-abc123`, 60_000);
+    const recent = make(`trajflow-sandbox-${deadPid}-def456`, 0);
+    const alive = make(`trajflow-sandbox-${process.pid}-ghi789`, 60_000);
+    const unrelated = make(`other-${deadPid}-abc123`, 60_000);
+    await expect(sweepStaleSandboxes(10_000, root)).resolves.toEqual([stale]);
+    expect([recent, alive, unrelated].every((d) => fs.existsSync(d))).toBe(true);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});

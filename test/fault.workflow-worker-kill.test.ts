@@ -1,0 +1,81 @@
+/**
+ * SIGKILL the workflow worker (every trajectory, group and controller workflow lives in its cache)
+ * in the middle of a rollout, start a new one, and the rollout still completes: the new worker
+ * rebuilds each workflow by replaying its history, so every trajectory and group completes exactly
+ * once, no turn is sampled twice and none is skipped.
+ */
+import path from 'node:path';
+import { createLogger } from '../src/log';
+import { runRollout } from '../src/cli/runRollout';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { groupIdOf } from '../workflows/rollout';
+import { startWorkers } from '../workers/start';
+import { testConfig, withClient } from './support/harness';
+import { writeConfigFile } from './support/workerProcess';
+import { activityAttempts, auditRun, killWorker, LoggedWorker, spawnLoggedWorker, tail, trajectoryProgress, waitFor, within } from './support/faultKit';
+
+const GROUPS = 3;
+const GROUP_SIZE = 4;
+
+describe('workflow worker SIGKILLed mid-rollout', () => {
+  it('replays every workflow on a new worker; each trajectory and group completes exactly once', async () => {
+    const config = testConfig('fault-workflows', {
+      agent: { maxTurns: 4 },
+      sampling: { maxTokens: 16 },
+      rollout: { groups: GROUPS, groupSize: GROUP_SIZE, maxConcurrency: 6 },
+    });
+    const runId = 'fault-workflows-run';
+    const logger = createLogger('test');
+    logger.level = 'warn';
+    const configFile = writeConfigFile(config);
+    const store = new TrajectoryStore(config.dataDir);
+    const workflowLog = path.join(config.dataDir, 'workflow-worker.log');
+
+    const local = await startWorkers(config, ['inference', 'env'], logger);
+    let workflows: LoggedWorker | undefined;
+    try {
+      workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
+      const started = Date.now();
+      const rollout = runRollout(config, { runId, local: false, logger });
+      rollout.catch(() => undefined);
+
+      // Kill once some trajectories have finished while others are mid-episode.
+      const atKill = await waitFor('some trajectories finished and others in flight', async () => {
+        const p = await trajectoryProgress(store, runId);
+        return p.finished >= 2 && p.inFlight >= 1 ? p : undefined;
+      }, 180_000, 100);
+      await killWorker(workflows);
+      workflows = undefined;
+      console.log(`SIGKILLed the workflow worker with ${atKill.finished} trajectories finished and ${atKill.inFlight} in flight`);
+      expect(atKill.finished).toBeLessThan(GROUPS * GROUP_SIZE);
+      workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
+
+      const summary = await within(rollout, 240_000, `rollout ${runId} after the workflow worker kill`, async () =>
+        `store: ${JSON.stringify(await trajectoryProgress(store, runId))}\nworkflow worker log:\n${tail(workflowLog)}`);
+      console.log(`rollout finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      expect(summary.groups).toBe(GROUPS);
+      expect(summary.trajectories).toBe(GROUPS * GROUP_SIZE);
+      expect(summary.failedTrajectories).toBe(0);
+
+      const groupIds = Array.from({ length: GROUPS }, (_, g) => groupIdOf(runId, g));
+      expect(await auditRun(store, runId, groupIds, GROUP_SIZE)).toEqual([]);
+
+      // Replay, not redo: each trajectory's history schedules one `generate` per stored turn (a
+      // worker that re-ran a workflow from scratch instead of replaying would schedule more).
+      let retriedGenerates = 0;
+      await withClient(async (client) => {
+        for (const id of await store.listTrajectories(runId)) {
+          const trajectory = (await store.getTrajectory(runId, id))!;
+          const attempts = await activityAttempts(client.workflow.getHandle(id));
+          const scheduled = attempts.generate?.scheduled ?? 0;
+          expect({ id, generate: scheduled }).toEqual({ id, generate: trajectory.status === 'max_context' ? trajectory.turns + 1 : trajectory.turns });
+          retriedGenerates += (attempts.generate?.attempts ?? []).filter((a) => a > 1).length;
+        }
+      });
+      console.log(`generate activities retried: ${retriedGenerates}`);
+    } finally {
+      await killWorker(workflows);
+      await local.shutdown();
+    }
+  }, 420_000);
+});
