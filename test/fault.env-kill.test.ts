@@ -15,7 +15,8 @@ import { runRollout } from '../src/cli/runRollout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';
-import { killHard, spawnWorker, writeConfigFile } from './support/workerProcess';
+import { killWorker, spawnLoggedWorker } from './support/faultKit';
+import { writeConfigFile } from './support/workerProcess';
 
 async function warmedCheckpoint(architecture: Partial<ModelConfig>): Promise<string> {
   const trainer = await PolicyTrainer.create({ weights: initWeights(modelConfig(architecture), 3) });
@@ -45,13 +46,13 @@ describe('env worker SIGKILLed mid-rollout', () => {
     const store = new TrajectoryStore(config.dataDir);
 
     const local = await startWorkers(config, ['workflows', 'inference'], logger);
-    let env = await spawnWorker('env', configFile);
+    let env = await spawnLoggedWorker('env', configFile, path.join(config.dataDir, 'env-worker.log'));
     try {
       const rollout = runRollout(config, { runId, local: false, logger });
       // Sessions are open once the first turns are stored (reset happens before turn 0).
       await eventually(async () => ((await store.listTrajectories(runId)).length >= 4 ? true : undefined), 120_000);
-      await killHard(env);
-      env = await spawnWorker('env', configFile);
+      await killWorker(env);
+      env = await spawnLoggedWorker('env', configFile, path.join(config.dataDir, 'env-worker.log'));
 
       const summary = await rollout;
       expect(summary.trajectories + summary.failedTrajectories).toBe(8);
@@ -63,7 +64,7 @@ describe('env worker SIGKILLed mid-rollout', () => {
       console.log(`environment sessions rebuilt by replay: ${restores}`);
       expect(restores).toBeGreaterThan(0);
     } finally {
-      await killHard(env);
+      await killWorker(env);
       await local.shutdown();
     }
   }, 300_000);

@@ -9,7 +9,8 @@ import { runRollout } from '../src/cli/runRollout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';
-import { killHard, spawnWorker, writeConfigFile } from './support/workerProcess';
+import { killWorker, spawnLoggedWorker } from './support/faultKit';
+import { writeConfigFile } from './support/workerProcess';
 
 async function storedTurns(runDir: string): Promise<number> {
   const dir = path.join(runDir, 'trajectories');
@@ -29,16 +30,16 @@ describe('inference worker SIGKILLed mid-rollout', () => {
     const store = new TrajectoryStore(config.dataDir);
 
     const local = await startWorkers(config, ['workflows', 'env'], logger);
-    let inference = await spawnWorker('inference', configFile);
+    let inference = await spawnLoggedWorker('inference', configFile, path.join(config.dataDir, 'inference-worker.log'));
     try {
       const rollout = runRollout(config, { runId, local: false, logger });
       const turnsBeforeKill = await eventually(async () => {
         const n = await storedTurns(store.runDir(runId));
         return n >= 12 ? n : undefined;
       }, 120_000);
-      await killHard(inference);
+      await killWorker(inference);
       console.log(`killed the inference worker after ${turnsBeforeKill} stored turns`);
-      inference = await spawnWorker('inference', configFile);
+      inference = await spawnLoggedWorker('inference', configFile, path.join(config.dataDir, 'inference-worker.log'));
 
       const summary = await rollout;
       expect(summary.trajectories).toBe(16);
@@ -55,7 +56,7 @@ describe('inference worker SIGKILLed mid-rollout', () => {
         expect(await store.getTurns(runId, id)).toHaveLength(trajectory.turns);
       }
     } finally {
-      await killHard(inference);
+      await killWorker(inference);
       await local.shutdown();
     }
   });

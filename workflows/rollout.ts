@@ -16,6 +16,7 @@ import {
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
+  log,
   ParentClosePolicy,
   patched,
   setHandler,
@@ -124,7 +125,13 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     status.successes += solvedOf(summary).filter(Boolean).length;
     status.turnsSum += summary.turns.reduce((a, b) => a + b, 0);
     changed = true;
-    if (input.training) await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);
+    if (!input.training) return;
+    try {
+      await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);
+    } catch (err) {
+      // The training run was stopped and has ended: the group stays recorded, untrained.
+      log.warn('training workflow has ended; group not handed over', { groupId: summary.groupId, error: String(err) });
+    }
   });
 
   /** Episode-level sync: a pending version takes effect once the last older episode finished. */

@@ -209,5 +209,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
       await continueAsNew<typeof trainingWorkflow>(input, state);
     }
   }
+  // A stop update is still telling the controller when the loop ends: let it answer first.
+  await condition(allHandlersFinished);
   return { runId: input.runId, version: state.version, steps: state.step, groupsTrained: state.trained.length };
 }

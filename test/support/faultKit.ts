@@ -3,75 +3,16 @@
  * is kept in a log file (the evidence when a test fails), bounded waits that say what hung, and
  * an audit of a run's trajectory store.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, existsSync, promises as fs, readFileSync } from 'node:fs';
+import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { WorkflowHandle } from '@temporalio/client';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
 
-const CLI = path.join(__dirname, '..', '..', 'bin', 'trajflow.js');
+export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../src/cli/workerProcess';
 
-/** A worker child process and the file its stdout and stderr go to. */
-export interface LoggedWorker {
-  child: ChildProcess;
-  logFile: string;
-}
-
-/**
- * Starts `trajflow worker --role <roles>` (the compiled CLI, so SIGKILL kills a real worker) with
- * its output appended to `logFile`; resolves once it polls. Workflow workers load the suite's
- * prebuilt workflow bundle instead of bundling again (same code, much faster start on 2 cores).
- */
-export function spawnLoggedWorker(roles: string, configFile: string, logFile: string, timeoutMs = 120_000): Promise<LoggedWorker> {
-  const child = spawn(process.execPath, [CLI, 'worker', '--role', roles, '-c', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      TRAJFLOW_LOG_LEVEL: 'info',
-      ...(process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE ? { TRAJFLOW_WORKFLOW_BUNDLE: process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE } : {}),
-    },
-  });
-  const log = createWriteStream(logFile, { flags: 'a' });
-  log.write(`--- ${new Date().toISOString()} pid ${child.pid}: trajflow worker --role ${roles}\n`);
-  child.stdout!.pipe(log, { end: false });
-  child.stderr!.pipe(log, { end: false });
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`worker ${roles} did not poll within ${timeoutMs} ms:\n${output.slice(-3000)}`));
-    }, timeoutMs);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('workers polling')) {
-        clearTimeout(timer);
-        child.stdout!.off('data', onData);
-        child.stderr!.off('data', onData);
-        resolve({ child, logFile });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`worker ${roles} exited (${code ?? signal}) before polling:\n${output.slice(-3000)}`));
-    });
-  });
-}
-
-/** SIGKILLs a worker (no shutdown hook runs) and resolves once it is gone. */
-export function killWorker(worker: LoggedWorker | undefined): Promise<void> {
-  const child = worker?.child;
-  return new Promise((resolve) => {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
-}
-
-export function isRunning(worker: LoggedWorker): boolean {
-  return worker.child.exitCode === null && worker.child.signalCode === null;
-}
+// Worker processes load the suite's prebuilt workflow bundle instead of bundling again (same code,
+// a much faster start on 2 cores).
+if (process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE) process.env.TRAJFLOW_WORKFLOW_BUNDLE ??= process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE;
+export { activityAttempts } from '../../src/temporal/history';
 
 export function tail(file: string, chars = 4000): string {
   return existsSync(file) ? readFileSync(file, 'utf8').slice(-chars) : `(no ${file})`;
@@ -160,23 +101,3 @@ export async function auditRun(store: TrajectoryStore, runId: string, groupIds: 
   return problems;
 }
 
-/** Activity attempts in a workflow's history, by activity type: scheduled count and retried ones. */
-export async function activityAttempts(handle: WorkflowHandle): Promise<Record<string, { scheduled: number; attempts: number[] }>> {
-  const history = await handle.fetchHistory();
-  const typeOf = new Map<string, string>();
-  const byType: Record<string, { scheduled: number; attempts: number[] }> = {};
-  for (const event of history.events ?? []) {
-    const scheduled = event.activityTaskScheduledEventAttributes;
-    if (scheduled) {
-      const type = scheduled.activityType?.name ?? '?';
-      typeOf.set(String(event.eventId), type);
-      (byType[type] ??= { scheduled: 0, attempts: [] }).scheduled++;
-    }
-    const started = event.activityTaskStartedEventAttributes;
-    if (started) {
-      const type = typeOf.get(String(started.scheduledEventId)) ?? '?';
-      (byType[type] ??= { scheduled: 0, attempts: [] }).attempts.push(started.attempt ?? 1);
-    }
-  }
-  return byType;
-}
