@@ -1,8 +1,9 @@
 /**
  * The training workflow (consumer) and root of a training run. It prepares version 0 of the
  * policy, starts the rollout controller (producer), takes each trajectory group the moment the
- * controller hands it over, and whenever `batchGroups` groups are waiting runs one train step on
- * the trainer queue, which publishes weights version v+1; then it tells the controller, whose
+ * controller hands it over, and as soon as the next batch (the next `batchGroups` groups in
+ * admission order) is all in, runs one train step on the trainer queue, which publishes weights
+ * version v+1; then it tells the controller, whose
  * staleness bound and weight-sync mode decide when new trajectories use them.
  *
  * Exactly once: a group is queued at most once (duplicate signals are ignored), leaves the queue
@@ -61,7 +62,10 @@ export interface TrainingStatus {
 export const trainingStatusQuery = defineQuery<TrainingStatus>('trainingStatus');
 export const pauseUpdate = defineUpdate<TrainingStatus>('pause');
 export const resumeUpdate = defineUpdate<TrainingStatus>('resume');
-/** No new admissions; the groups in flight finish and are trained if a batch fills; then done. */
+/**
+ * No new admissions; a batch already complete is trained; groups still in flight finish and are
+ * recorded, but the run ends without waiting to train them.
+ */
 export const stopUpdate = defineUpdate<TrainingStatus>('stop');
 
 export interface TrainingResult {
