@@ -1,5 +1,6 @@
 import { RunConfigSchema } from '../config/schema';
-import { isHeldOutMap, generateMap } from '../src/envs/frozenlake';
+import { FrozenLake, isHeldOutMap } from '../src/envs/frozenlake';
+import { createEnvironment } from '../src/envs/registry';
 import { modelConfig } from '../src/model/config';
 import { initWeights } from '../src/model/weights';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
@@ -29,6 +30,10 @@ describe('held-out evaluation', () => {
     expect(result.solved).toBe(0);
     expect(result.validAnswerShare).toBeGreaterThanOrEqual(0);
     expect(result.validAnswerShare).toBeLessThan(0.5);
-    for (const seed of evaluationSeeds(1, 6)) expect(isHeldOutMap(generateMap(4, seed, 0.8, { share: 0.2, pool: 'heldout' }), 0.2)).toBe(true);
+    // The evaluator's environments come from the held-out pool, training's never do.
+    for (const seed of evaluationSeeds(1, 6)) {
+      expect(isHeldOutMap((createEnvironment(config.env, seed, 'eval') as FrozenLake).grid, 0.2)).toBe(true);
+      expect(isHeldOutMap((createEnvironment(config.env, seed, 'train') as FrozenLake).grid, 0.2)).toBe(false);
+    }
   }, 60_000);
 });

@@ -4,36 +4,24 @@
  * `local`, it also starts the dev server, the rollout workers in this process and the trainer in a
  * child process (a train step holds its process's event loop).
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, promises as fs } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../../config/schema';
 import { describeEnv } from '../envs/label';
 import type { Logger } from '../log';
 import type { StepMetrics } from '../rl/stepMetrics';
 import type { EvaluationRecord } from '../../activities/trainer';
-import { PROJECT_ROOT } from '../paths';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
 import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../../workflows/training';
 import { createProgress, pollEvery } from './progress';
 import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
+import { spawnLoggedWorker, type LoggedWorker } from './workerProcess';
 
 export interface TrainingSummary {
   result: TrainingResult;
   curve: StepMetrics[];
   evaluations: EvaluationRecord[];
   wallSeconds: number;
-}
-
-/** Starts `trajflow worker --role trainer` for a config file; its output goes to `logFile`. */
-function spawnTrainer(configFile: string, logFile: string): ChildProcess {
-  const log = createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'bin', 'trajflow.js'), 'worker', '--role', 'trainer', '-c', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.pipe(log);
-  child.stderr!.pipe(log);
-  return child;
 }
 
 /** The records of a JSONL file under the run's train/ folder, last one per key, sorted by key. */
@@ -63,14 +51,14 @@ export async function runTraining(
   const { logger } = options;
   const session = await openSession(config, options);
   const { runId, runDir, client } = session;
-  let trainer: ChildProcess | undefined;
+  let trainer: LoggedWorker | undefined;
   try {
     if (options.local) {
       if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
-      trainer = spawnTrainer(options.configFile, path.join(runDir, 'trainer.log'));
+      trainer = await spawnLoggedWorker('trainer', options.configFile, path.join(runDir, 'trainer.log'));
     }
     // The trainer process must not outlive an interrupted `trajflow train`.
-    exitOnInterrupt(logger, () => trainer?.kill('SIGTERM'));
+    exitOnInterrupt(logger, () => trainer?.child.kill('SIGTERM'));
     const startedAt = Date.now();
     const handle = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,
@@ -107,7 +95,7 @@ export async function runTraining(
     await fs.writeFile(path.join(runDir, 'learning-curve.csv'), formatCurveCsv(curve, evaluations));
     return { result, curve, evaluations, wallSeconds: (Date.now() - startedAt) / 1000 };
   } finally {
-    trainer?.kill('SIGTERM');
+    trainer?.child.kill('SIGTERM');
     await session.close();
   }
 }
@@ -122,7 +110,8 @@ type CurveRow = Partial<Record<(typeof CSV_COLUMNS)[number], number>>;
  */
 function curveRows(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[]): CurveRow[] {
   const heldOut = new Map(evaluations.map((e) => [e.version, e.successRate]));
-  const baseline = heldOut.has(0) ? [{ version: 0, heldOutSuccessRate: heldOut.get(0) }] : [];
+  const first = evaluations.find((e) => e.version === 0);
+  const baseline = first ? [{ version: 0, heldOutSuccessRate: first.successRate, elapsedS: first.elapsedS }] : [];
   return [...baseline, ...curve.map((m) => ({ ...m, heldOutSuccessRate: heldOut.get(m.version) }))];
 }
 
