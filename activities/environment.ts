@@ -1,36 +1,45 @@
 /**
- * Environment activities. Sessions live in this worker's memory, so a trajectory's steps must come
- * back to the same process: `envReset` runs on the shared env queue and answers with this worker's
- * own session queue, where `envStep` / `envClose` are routed (Temporal's worker-specific task
- * queue pattern). When the worker dies, its queue goes quiet and the trajectory rebuilds the
- * session elsewhere by replaying its recorded actions on a fresh, identically seeded environment.
+ * Environment activities. Episode sessions (agent + environment) live in this worker's memory, so
+ * a trajectory's turns must come back to the same process: `envReset` runs on the shared env queue
+ * and answers with this worker's own session queue, where `envStep` / `envClose` are routed
+ * (Temporal's worker-specific task queue pattern). When the worker dies, its queue goes quiet and
+ * the trajectory rebuilds the session elsewhere by replaying the model's recorded answers on a
+ * fresh, identically seeded environment.
+ *
+ * Episode failures become non-retryable failures whose type the trajectory records as its outcome:
+ * `EnvironmentError`, `RewardError`, `AgentError`, and `EnvStepTimeout` for a turn past the env's
+ * `stepTimeoutS`.
  */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
-import type { EnvConfig } from '../config/schema';
+import type { AgentConfig, EnvConfig } from '../config/schema';
+import type { NextTurn } from '../src/agents/agent';
+import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
-import type { StepResult } from '../src/envs/environment';
-import { AnyEnvironment, createEnvironment } from '../src/envs/registry';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 
 /** Error type a workflow treats as "this session is gone, rebuild it". */
 export const SESSION_LOST = 'SessionLost';
 
+/** Failure types by episode error kind; the trajectory workflow keeps its own copy of the strings. */
+const FAILURE_TYPES = { environment: 'EnvironmentError', reward: 'RewardError', agent: 'AgentError' } as const;
+const STEP_TIMEOUT = 'EnvStepTimeout';
+const HEARTBEAT_MS = 2_000;
+
 interface Session {
-  env: AnyEnvironment;
-  /** Results by step index, so a retried step returns its first result instead of stepping twice. */
-  steps: StepResult<unknown>[];
+  episode: Episode;
+  stepTimeoutMs: number;
+  /** Outcomes by turn, so a retried turn returns its first outcome instead of acting twice. */
+  turns: Promise<TurnOutcome>[];
 }
 
 /** The sessions one env worker process holds. */
 export class SessionRegistry {
   private readonly sessions = new Map<string, Session>();
 
-  open(sessionId: string, env: AnyEnvironment): Session {
-    this.close(sessionId);
-    const session = { env, steps: [] };
+  async open(sessionId: string, session: Session): Promise<void> {
+    await this.close(sessionId);
     this.sessions.set(sessionId, session);
-    return session;
   }
 
   get(sessionId: string): Session {
@@ -39,11 +48,11 @@ export class SessionRegistry {
     return session;
   }
 
-  close(sessionId: string): boolean {
+  async close(sessionId: string): Promise<boolean> {
     const session = this.sessions.get(sessionId);
     if (!session) return false;
     this.sessions.delete(sessionId);
-    session.env.close();
+    await session.episode.close();
     return true;
   }
 
@@ -51,28 +60,31 @@ export class SessionRegistry {
     return this.sessions.size;
   }
 
-  closeAll(): void {
-    for (const id of [...this.sessions.keys()]) this.close(id);
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.sessions.keys()].map((id) => this.close(id).catch(() => false)));
   }
 }
 
 export interface EnvResetInput {
   sessionId: string;
   env: EnvConfig;
+  agent: AgentConfig;
   envSeed: number;
-  /** Actions already taken in this episode, replayed to rebuild a lost session. */
-  replayActions: unknown[];
+  /** The model's answers so far in this episode, replayed to rebuild a lost session. */
+  replayAnswers: string[];
 }
 
 export interface EnvResetOutput {
   sessionQueue: string;
-  observation: unknown;
+  /** What the model is shown next (after the replayed answers, if any). */
+  next: NextTurn;
 }
 
 export interface EnvStepInput {
   sessionId: string;
-  stepIndex: number;
-  action: unknown;
+  /** The turn this answer belongs to (0-based): a retry of a done turn returns its outcome. */
+  turn: number;
+  text: string;
 }
 
 export interface EnvDeps {
@@ -82,24 +94,57 @@ export interface EnvDeps {
   logger: Logger;
 }
 
+function episodeFailure(err: unknown): unknown {
+  if (!(err instanceof EpisodeError)) return err;
+  return ApplicationFailure.create({ type: FAILURE_TYPES[err.kind], message: err.message, nonRetryable: true });
+}
+
+/** `work` with heartbeats (a dead worker is noticed in seconds) and the env's per-turn time limit. */
+async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: Promise<T>): Promise<T> {
+  const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(ApplicationFailure.create({ type: STEP_TIMEOUT, message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`, nonRetryable: true })),
+      stepTimeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } catch (err) {
+    throw episodeFailure(err);
+  } finally {
+    clearInterval(heartbeat);
+    clearTimeout(timer);
+  }
+}
+
 /** Shared env queue: opening sessions, rewards and the trajectory/group records. */
 export function createEnvActivities({ sessions, sessionQueue, store, logger }: EnvDeps) {
   async function envReset(input: EnvResetInput): Promise<EnvResetOutput> {
-    const env = createEnvironment(input.env, input.envSeed);
-    const session = sessions.open(input.sessionId, env);
-    let observation = env.reset();
-    for (const action of input.replayActions) {
-      const result = env.step(action);
-      session.steps.push(result);
-      observation = result.observation;
-    }
-    logger.debug({ sessionId: input.sessionId, replayed: input.replayActions.length }, 'environment session opened');
-    return { sessionQueue, observation };
+    const stepTimeoutMs = input.env.stepTimeoutS * 1000;
+    const open = async () => {
+      const { episode, first } = await Episode.open({ env: input.env, agent: input.agent, seed: input.envSeed });
+      const session: Session = { episode, stepTimeoutMs, turns: [] };
+      await sessions.open(input.sessionId, session);
+      let next = first;
+      for (const text of input.replayAnswers) {
+        const outcome = episode.respond(text);
+        session.turns.push(outcome);
+        const result = await outcome;
+        // Replayed answers never ended the episode (it would not be going on), so each has a next turn.
+        next = result.next ?? next;
+      }
+      return next;
+    };
+    const next = await withinStepTimeout(stepTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
+    logger.debug({ sessionId: input.sessionId, replayed: input.replayAnswers.length }, 'environment session opened');
+    return { sessionQueue, next };
   }
 
   /**
-   * The trajectory's reward: the environment's return (FrozenLake: 1 on reaching the goal), plus
-   * `formatWeight` x the share of answers that parsed as an action.
+   * The trajectory's reward: the environment's return plus `formatWeight` x the share of the
+   * model's answers that parsed as an action.
    */
   async function computeReward(input: { envReturn: number; turns: number; invalidActions: number; formatWeight: number }): Promise<number> {
     const formatShare = input.turns > 0 ? (input.turns - input.invalidActions) / input.turns : 0;
@@ -117,22 +162,22 @@ export function createEnvActivities({ sessions, sessionQueue, store, logger }: E
   return { envReset, computeReward, recordTrajectory, recordGroup };
 }
 
-/** This worker's own session queue: steps and close of the sessions it holds. */
+/** This worker's own session queue: turns and close of the sessions it holds. */
 export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>) {
-  async function envStep(input: EnvStepInput): Promise<StepResult<unknown>> {
+  async function envStep(input: EnvStepInput): Promise<TurnOutcome> {
     const session = sessions.get(input.sessionId);
-    const recorded = session.steps[input.stepIndex];
-    if (recorded) return recorded;
-    if (input.stepIndex !== session.steps.length) {
-      throw ApplicationFailure.create({ type: SESSION_LOST, message: `session ${input.sessionId} is at step ${session.steps.length}, asked for step ${input.stepIndex}`, nonRetryable: true });
+    // A retry while the first attempt still runs awaits the same turn rather than acting twice.
+    const recorded = session.turns[input.turn];
+    if (!recorded && input.turn !== session.turns.length) {
+      throw ApplicationFailure.create({ type: SESSION_LOST, message: `session ${input.sessionId} is at turn ${session.turns.length}, asked for turn ${input.turn}`, nonRetryable: true });
     }
-    const result = session.env.step(input.action);
-    session.steps.push(result);
-    return result;
+    const outcome = recorded ?? session.episode.respond(input.text);
+    session.turns[input.turn] = outcome;
+    return withinStepTimeout(session.stepTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
   }
 
   async function envClose(input: { sessionId: string }): Promise<void> {
-    sessions.close(input.sessionId);
+    await sessions.close(input.sessionId);
   }
 
   return { envStep, envClose };

@@ -11,14 +11,14 @@
 import { Context } from '@temporalio/activity';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
+import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { GroupSummary } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
 import { computeAdvantages } from '../src/rl/advantages';
-import { evaluatePolicy, evaluationSeeds, type EvaluationOptions, type EvaluationResult } from '../src/rl/evaluate';
+import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
@@ -40,8 +40,9 @@ export interface PrepareInput {
   runId: string;
   trainer: TrainerConfig;
   temperature: number;
-  /** The agent's history mode: warm-up contexts are built the same way. Absent = full. */
-  history?: 'full' | 'none';
+  /** The run's environment and agent: the format warm-up plays their episodes. */
+  env: EnvConfig;
+  agent: AgentConfig;
 }
 
 export interface TrainStepInput {
@@ -61,7 +62,7 @@ export interface EvaluateInput {
   runSeed: number;
   version: number;
   env: EnvConfig;
-  agent: EvaluationOptions['agent'];
+  agent: AgentConfig;
   maxTokens: number;
   eval: EvalConfig;
   runStartedAt?: number;
@@ -139,7 +140,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
   }
 
   /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
-  async function preparePolicy({ runId, trainer: config, temperature, history }: PrepareInput): Promise<{ version: number; step: number }> {
+  async function preparePolicy({ runId, trainer: config, temperature, env, agent }: PrepareInput): Promise<{ version: number; step: number }> {
     const latest = await checkpoints.latestVersion(runId);
     // Each step publishes exactly one version, so the latest version is the number of steps done.
     if (latest !== undefined) return { version: latest, step: latest };
@@ -150,7 +151,8 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     const settings = trainerSettings(config, temperature);
     const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
     if (config.formatWarmupSteps > 0) {
-      const { losses } = runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed, history });
+      const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
+      const { losses } = await runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed, env, agent }).finally(() => clearInterval(heartbeat));
       logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
     }
     trainer.resetOptimizer();

@@ -11,7 +11,6 @@ import { parseRunConfig } from '../config/load';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';
-import { getAgent } from '../src/agents/registry';
 import { runRollout } from '../src/cli/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
 import { createLogger } from '../src/log';
@@ -66,23 +65,21 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     timings.push(performance.now() - start);
     return value;
   };
-  const agent = getAgent(config.agent.name);
   const sessionId = `${trajectoryId}.s0`;
-  const opened = await timed(() => env.envReset({ sessionId, env: config.env, envSeed, replayActions: [] }));
-  let messages: ChatMessage[] = [{ role: 'system', content: agent.systemPrompt }, { role: 'user', content: agent.renderObservation(opened.observation) }];
-  let steps = 0;
+  const opened = await timed(() => env.envReset({ sessionId, env: config.env, agent: config.agent, envSeed, replayAnswers: [] }));
+  let messages: ChatMessage[] = opened.next.messages;
+  let turns = 0;
   let envReturn = 0;
-  for (let turn = 0; turn < config.agent.maxTurns; turn++) {
-    const reply = await timed(() => generate({ runId, runSeed: config.run.seed, trajectoryId, turn, messages, sampling: config.sampling }));
-    const parsed = agent.parseAction(reply.text);
-    if (!parsed.ok) throw new Error('the stand-in always answers in format');
-    const result = await timed(() => session.envStep({ sessionId, stepIndex: steps++, action: parsed.action }));
-    envReturn += result.reward;
-    if (result.done) break;
-    messages = [{ role: 'user', content: agent.renderObservation(result.observation) }];
+  while (turns < config.agent.maxTurns) {
+    const reply = await timed(() => generate({ runId, runSeed: config.run.seed, trajectoryId, turn: turns, messages, sampling: config.sampling }));
+    const outcome = await timed(() => session.envStep({ sessionId, turn: turns++, text: reply.text }));
+    if (outcome.kind === 'invalid') throw new Error('the stand-in always answers in format');
+    envReturn += outcome.reward;
+    if (outcome.done || !outcome.next) break;
+    messages = outcome.next.messages;
   }
   await timed(() => session.envClose({ sessionId }));
-  await timed(() => env.computeReward({ envReturn, turns: steps, invalidActions: 0, formatWeight: config.reward.formatWeight }));
+  await timed(() => env.computeReward({ envReturn, turns, invalidActions: 0, formatWeight: config.reward.formatWeight }));
 }
 
 export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise<OrchestrationResult> {

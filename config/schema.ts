@@ -35,26 +35,19 @@ export const SamplingConfigSchema = z.strictObject({
   topP: z.number().gt(0).lte(1).default(1),
 });
 
-export const FrozenLakeEnvSchema = z.strictObject({
-  name: z.literal('frozenlake'),
-  size: z.union([z.literal(4), z.literal(8)]).default(4),
-  map: z.enum(['classic', 'random']).default('classic'),
-  slippery: z.boolean().default(false),
-  /** Env steps before the episode is truncated. */
-  maxSteps: positiveInt.default(12),
-  /** Probability that a random-map cell is frozen (walkable). */
-  pFrozen: z.number().gt(0).lt(1).default(0.8),
-  /**
-   * Random maps: share of map layouts (by a hash of the layout) reserved for evaluation. Training
-   * never draws them; evaluation draws only them, so it measures maps the policy has never seen.
-   */
-  heldOutShare: z.number().min(0).max(0.5).default(0.2),
+/**
+ * The environment, by registered name; its other fields are the environment's own options,
+ * validated by its definition when the config is loaded (see src/plugins/registry.ts).
+ */
+export const EnvConfigSchema = z.looseObject({
+  name: z.string().min(1),
+  /** Longest one turn of the environment (agent + environment step, tool calls included) may take. */
+  stepTimeoutS: z.number().positive().default(60),
 });
 
-export const EnvConfigSchema = z.discriminatedUnion('name', [FrozenLakeEnvSchema]);
-
-export const AgentConfigSchema = z.strictObject({
-  name: z.literal('frozenlake').default('frozenlake'),
+/** The agent, by registered name; its other fields are the agent's own options. */
+export const AgentConfigSchema = z.looseObject({
+  name: z.string().min(1).default('frozenlake'),
   /** Model calls per trajectory; an unparseable answer uses a turn too. */
   maxTurns: positiveInt.default(12),
   /**
@@ -64,6 +57,8 @@ export const AgentConfigSchema = z.strictObject({
    * its own training sequence, so prompts stay short however long the episode.
    */
   history: z.enum(['full', 'none']).default('full'),
+  /** Longest a whole episode may take; a trajectory past it ends with status `timeout`. */
+  episodeTimeoutS: z.number().positive().default(600),
 });
 
 export const RewardConfigSchema = z.strictObject({
@@ -135,6 +130,11 @@ export const EvalConfigSchema = z.strictObject({
 });
 
 export const RunConfigSchema = z.strictObject({
+  /**
+   * Modules that register environments, agents, tools and rewards (each exports
+   * `register(trajflow)`), as paths relative to the config file; CommonJS JavaScript.
+   */
+  modules: z.array(z.string().min(1)).default([]),
   run: z.strictObject({
     /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
     name: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . - only').default('run'),
@@ -155,6 +155,7 @@ export const RunConfigSchema = z.strictObject({
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
+export type AgentConfig = z.infer<typeof AgentConfigSchema>;
 export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
 export type RewardConfig = z.infer<typeof RewardConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;

@@ -1,12 +1,12 @@
-import { RunConfigSchema } from '../config/schema';
+import { parseRunConfig } from '../config/load';
 import { FrozenLake, isHeldOutMap } from '../src/envs/frozenlake';
-import { createEnvironment } from '../src/envs/registry';
+import { createEnvironment } from '../src/plugins/registry';
 import { modelConfig } from '../src/model/config';
 import { initWeights } from '../src/model/weights';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 
 describe('held-out evaluation', () => {
-  const config = RunConfigSchema.parse({ env: { name: 'frozenlake', map: 'random', heldOutShare: 0.2 }, agent: { maxTurns: 4, history: 'none' } });
+  const config = parseRunConfig({ env: { name: 'frozenlake', map: 'random', heldOutShare: 0.2 }, agent: { maxTurns: 4, history: 'none' } });
 
   it('draws its seeds from a stream of its own, deterministically', () => {
     expect(evaluationSeeds(1, 4)).toEqual(evaluationSeeds(1, 4));

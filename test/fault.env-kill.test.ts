@@ -12,6 +12,7 @@ import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer } from '../src/rl/trainer';
 import { createLogger } from '../src/log';
 import { runRollout } from '../src/cli/runRollout';
+import { parseRunConfig } from '../config/load';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';
@@ -20,7 +21,8 @@ import { writeConfigFile } from './support/workerProcess';
 
 async function warmedCheckpoint(architecture: Partial<ModelConfig>): Promise<string> {
   const trainer = await PolicyTrainer.create({ weights: initWeights(modelConfig(architecture), 3) });
-  runFormatWarmup(trainer, { steps: 40, seed: 3 });
+  const { env, agent } = parseRunConfig({ env: { name: 'frozenlake', map: 'random' } });
+  await runFormatWarmup(trainer, { steps: 40, seed: 3, env, agent });
   const file = path.join(mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), 'warm-')), 'warm.ckpt');
   await saveCheckpoint(file, { weights: trainer.snapshot(), policyVersion: 0 });
   trainer.dispose();

@@ -1,10 +1,11 @@
-import { FROZENLAKE_SYSTEM_PROMPT, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
+import { parseRunConfig } from '../config/load';
+import { FROZENLAKE_SYSTEM_PROMPT, legalMoves, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
 import { decode, describe as describeIds, renderConversationStart, SPECIAL_TOKENS, STOP_TOKENS } from '../src/core/tokenizer';
 import { generateMap } from '../src/envs/frozenlake';
 import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
 import { initWeights, type ModelWeights } from '../src/model/weights';
-import { formatWarmupSamples, legalMoves, runFormatWarmup } from '../src/rl/formatWarmup';
+import { formatWarmupSamples, runFormatWarmup, type WarmupSetup } from '../src/rl/formatWarmup';
 import { PolicyTrainer } from '../src/rl/trainer';
 
 /** Runs of consecutive indices where the mask is 1, as [start, end). */
@@ -17,8 +18,17 @@ function maskedRuns(lossMask: number[]): [number, number][] {
   return runs;
 }
 
+/** FrozenLake on random maps, with or without history: the warm-up plays the run's own episodes. */
+function frozenLake(history: 'full' | 'none'): WarmupSetup {
+  const { env, agent } = parseRunConfig({ env: { name: 'frozenlake', map: 'random' }, agent: { history } });
+  return { env, agent };
+}
+
 describe('formatWarmupSamples', () => {
-  const samples = formatWarmupSamples(64, 3);
+  let samples: Awaited<ReturnType<typeof formatWarmupSamples>>;
+  beforeAll(async () => {
+    samples = await formatWarmupSamples(64, 3, frozenLake('full'));
+  });
 
   it('are conversations whose loss mask covers exactly the answers', () => {
     const answers: string[] = [];
@@ -43,8 +53,8 @@ describe('formatWarmupSamples', () => {
     expect(multiTurn).toBeGreaterThan(10);
   });
 
-  it('without history are single turns, one per move of the episode', () => {
-    const turns = formatWarmupSamples(16, 3, 1024, 'none');
+  it('without history are single turns, one per move of the episode', async () => {
+    const turns = await formatWarmupSamples(16, 3, frozenLake('none'));
     expect(turns.length).toBeGreaterThan(16);
     for (const { ids, lossMask } of turns) {
       expect(ids.slice(0, 2)).toEqual([SPECIAL_TOKENS.bos, SPECIAL_TOKENS.system]);
@@ -55,11 +65,11 @@ describe('formatWarmupSamples', () => {
     }
   });
 
-  it('answer only legal moves: never into the edge of the map', () => {
+  it('answer only legal moves: never into the edge of the map', async () => {
     expect(legalMoves({ grid: [], row: 0, col: 0, size: 4, steps: 0 })).toEqual([1, 2]);
     expect(legalMoves({ grid: [], row: 3, col: 3, size: 4, steps: 0 })).toEqual([0, 3]);
     expect(legalMoves({ grid: [], row: 1, col: 2, size: 4, steps: 0 })).toEqual([0, 1, 2, 3]);
-    for (const { ids, lossMask } of formatWarmupSamples(16, 5, 1024, 'none')) {
+    for (const { ids, lossMask } of await formatWarmupSamples(16, 5, frozenLake('none'))) {
       const start = lossMask.indexOf(1);
       const move = describeIds(ids.slice(start, lossMask.lastIndexOf(1)));
       // The neighbour line of the observation marks the edge with '#'.
@@ -67,9 +77,9 @@ describe('formatWarmupSamples', () => {
     }
   });
 
-  it('are a pure function of the seed', () => {
-    expect(formatWarmupSamples(64, 3)).toEqual(samples);
-    expect(formatWarmupSamples(8, 4)).not.toEqual(samples.slice(0, 8));
+  it('are a pure function of the seed', async () => {
+    expect(await formatWarmupSamples(64, 3, frozenLake('full'))).toEqual(samples);
+    expect(await formatWarmupSamples(8, 4, frozenLake('full'))).not.toEqual(samples.slice(0, 8));
   });
 });
 
@@ -98,7 +108,7 @@ describe('runFormatWarmup', () => {
     const trainer = await PolicyTrainer.create({ weights: initWeights(modelConfig(), 11) });
     const before = await parseRate(trainer.snapshot());
     const started = performance.now();
-    const { losses } = runFormatWarmup(trainer, { steps: 80, batchSize: 8, seed: 5 });
+    const { losses } = await runFormatWarmup(trainer, { steps: 80, batchSize: 8, seed: 5, ...frozenLake('full') });
     const warmupMs = performance.now() - started;
     const after = await parseRate(trainer.snapshot());
     trainer.dispose();

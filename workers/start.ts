@@ -9,6 +9,7 @@ import type { RunConfig } from '../config/schema';
 import { createProvider } from '../src/inference/createProvider';
 import type { InferenceProvider } from '../src/inference/provider';
 import { installTemporalLogging, Logger } from '../src/log';
+import { loadPluginModules } from '../src/plugins/modules';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
@@ -47,6 +48,8 @@ export interface StartOptions {
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
   installTemporalLogging(logger);
+  // Sessions and the trainer's warm-up and evaluation create the config's environments and agents.
+  loadPluginModules(config.modules);
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   const store = new TrajectoryStore(config.dataDir);
   const has = (r: Role) => roles.includes(r);

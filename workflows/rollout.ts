@@ -27,7 +27,6 @@ import { admissionAllowance } from '../src/core/admission';
 import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
-import { describeEnv } from '../src/envs/label';
 import { groupWorkflow } from './group';
 import {
   admitSignal,
@@ -193,10 +192,10 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: input.runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'group' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
+        { key: SEARCH_ATTRIBUTES.env, value: input.envLabel ?? input.env.name },
         { key: SEARCH_ATTRIBUTES.group, value: groupId },
       ],
-      staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${describeEnv(input.env)} prompt`,
+      staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${input.envLabel ?? input.env.name} prompt`,
     });
   }
 

@@ -26,7 +26,6 @@ import {
 } from '@temporalio/workflow';
 import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import type { GroupSummary } from '../src/core/records';
-import { describeEnv } from '../src/envs/label';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { groupIdOf, rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
@@ -151,7 +150,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
   }
 
   if (!carried) {
-    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature, history: input.agent.history });
+    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature, env: input.env, agent: input.agent });
     state.version = prepared.version;
     state.step = prepared.step;
   }
@@ -177,7 +176,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: input.runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(input.env) },
+        { key: SEARCH_ATTRIBUTES.env, value: input.envLabel ?? input.env.name },
       ],
       staticSummary: `rollouts of training run ${input.runId}`,
     });

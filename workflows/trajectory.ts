@@ -1,24 +1,29 @@
 /**
- * One episode, durably: reset the environment, then per turn ask the model, parse its answer,
- * step the environment, until the episode ends or a limit is hit; then score and record it.
+ * One episode, durably: open an episode session (agent + environment) in an env worker, then per
+ * turn ask the model and hand its answer to the session, until the episode ends or a limit is
+ * hit; then score and record it.
  *
  * Every completed activity is in history, so a crashed worker costs at most the turn in flight.
- * Token ids never pass through here: `generate` stores them and returns text and counts.
+ * Token ids never pass through here: `generate` stores them and returns text and counts. The
+ * agent and environment run in the env worker, so any code can plug in without touching this
+ * deterministic sandbox.
  */
 import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  isCancellation,
   log,
   proxyActivities,
   setCurrentDetails,
+  sleep,
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { EnvActivities, SessionActivities } from '../activities/environment';
+import type { EnvActivities, EnvResetOutput, SessionActivities } from '../activities/environment';
 import type { InferenceActivities } from '../activities/inference';
-import { afterInvalidAnswer, afterStep, openingMessages, type NextTurn } from '../src/agents/conversation';
-import { getAgent } from '../src/agents/registry';
+import type { NextTurn } from '../src/agents/agent';
+import type { TurnOutcome } from '../src/agents/episode';
 import type { TrajectoryStatus, TrajectorySummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
@@ -27,19 +32,60 @@ import type { TrajectoryInput } from './types';
 const SESSION_LOST = 'SessionLost';
 /** Rebuilds of a lost environment session before the trajectory gives up. */
 const MAX_ENV_RESTORES = 5;
+/** Episode failures the env worker reports, and the status each gives the trajectory. */
+const FAILURE_STATUS: Readonly<Record<string, TrajectoryStatus>> = {
+  EnvironmentError: 'failed',
+  RewardError: 'failed',
+  AgentError: 'failed',
+  EnvStepTimeout: 'env_timeout',
+};
+/** For workflows started before the agent config had an episode time limit. */
+const DEFAULT_EPISODE_TIMEOUT_S = 600;
 
 function isSessionLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   return err.cause instanceof TimeoutFailure || (err.cause instanceof ApplicationFailure && err.cause.type === SESSION_LOST);
 }
 
-function envOutcome(info: Record<string, unknown>): string {
+/** The status and reason of an episode that could not finish, or undefined for other errors. */
+function episodeFailure(err: unknown): { status: TrajectoryStatus; reason: string } | undefined {
+  if (!(err instanceof ActivityFailure) || !(err.cause instanceof ApplicationFailure)) return undefined;
+  const status = FAILURE_STATUS[err.cause.type ?? ''];
+  return status ? { status, reason: err.cause.message } : undefined;
+}
+
+function outcomeWord(info: Record<string, unknown>): string {
   return typeof info.outcome === 'string' ? info.outcome : 'done';
+}
+
+/** Runs `fn`, cancelling it when `ms` pass; says whether the deadline cut it short. */
+async function withDeadline(ms: number, fn: () => Promise<void>): Promise<'finished' | 'expired'> {
+  let expired = false;
+  await CancellationScope.cancellable(async () => {
+    const episodeScope = CancellationScope.current();
+    const timerScope = new CancellationScope();
+    void timerScope
+      .run(() => sleep(ms))
+      .then(
+        () => {
+          expired = true;
+          episodeScope.cancel();
+        },
+        () => undefined,
+      );
+    try {
+      await fn();
+    } catch (err) {
+      if (!(expired && isCancellation(err))) throw err;
+    } finally {
+      timerScope.cancel();
+    }
+  });
+  return expired ? 'expired' : 'finished';
 }
 
 export async function trajectoryWorkflow(input: TrajectoryInput): Promise<TrajectorySummary> {
   const { runId, trajectoryId } = input;
-  const agent = getAgent(input.agent.name);
 
   const { generate } = proxyActivities<InferenceActivities>({
     taskQueue: input.taskQueues.inference,
@@ -49,7 +95,8 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   });
   const { envReset, computeReward, recordTrajectory } = proxyActivities<EnvActivities>({
     taskQueue: input.taskQueues.env,
-    startToCloseTimeout: '1 minute',
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '10 seconds',
     retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 10 },
   });
   // Session activities must reach the worker holding the session; if it is gone, nobody polls
@@ -58,46 +105,46 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     proxyActivities<SessionActivities>({
       taskQueue: sessionQueue,
       scheduleToStartTimeout: '30 seconds',
-      startToCloseTimeout: '1 minute',
+      startToCloseTimeout: '10 minutes',
+      heartbeatTimeout: '10 seconds',
       retry: { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] },
     });
 
   const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
-  const actions: unknown[] = [];
+  /** The model's answers so far: replayed on a fresh session when the one holding them is lost. */
+  const answers: string[] = [];
   let envRestores = 0;
-  const openSession = () =>
-    envReset({ sessionId: `${trajectoryId}.s${envRestores}`, env: input.env, envSeed: input.envSeed, replayActions: actions });
+  const sessionId = () => `${trajectoryId}.s${envRestores}`;
+  const openSession = () => envReset({ sessionId: sessionId(), env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers });
+  let session: EnvResetOutput | undefined;
 
-  let session = await openSession();
-  let sessionId = `${trajectoryId}.s${envRestores}`;
-
-  async function step(action: unknown) {
+  /** Hands the answer of turn `answers.length` to the session, rebuilding it if it is lost. */
+  async function respond(text: string): Promise<TurnOutcome> {
     for (;;) {
       try {
-        return await sessionActivities(session.sessionQueue).envStep({ sessionId, stepIndex: actions.length, action });
+        return await sessionActivities(session!.sessionQueue).envStep({ sessionId: sessionId(), turn: answers.length, text });
       } catch (err) {
         if (!isSessionLost(err) || envRestores >= MAX_ENV_RESTORES) throw err;
         envRestores++;
-        log.warn('environment session lost; replaying recorded actions on a fresh one', { trajectoryId, replay: actions.length });
+        log.warn('environment session lost; replaying recorded answers on a fresh one', { trajectoryId, replay: answers.length });
         session = await openSession();
-        sessionId = `${trajectoryId}.s${envRestores}`;
       }
     }
   }
 
-  const history = input.agent.history ?? 'full';
-  let observation = session.observation;
-  let next: NextTurn = { messages: openingMessages(agent, observation), freshContext: true };
   let status: TrajectoryStatus = 'max_turns';
   let reason = `no terminal state within ${input.agent.maxTurns} turns`;
   let turns = 0;
+  let envSteps = 0;
   let invalidActions = 0;
   let completionTokens = 0;
   let envReturn = 0;
   let minPolicyVersion = Number.MAX_SAFE_INTEGER;
   let maxPolicyVersion = -1;
 
-  try {
+  async function play(): Promise<void> {
+    session = await openSession();
+    let next: NextTurn = session.next;
     while (turns < input.agent.maxTurns) {
       const reply = await generate({
         runId,
@@ -105,42 +152,54 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
         trajectoryId,
         turn: turns,
         messages: next.messages,
-        // Only sent when it matters after turn 0, so histories of full-history runs stay as they were.
         ...(turns > 0 && next.freshContext ? { freshContext: true } : {}),
         sampling: input.sampling,
         policy,
       });
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         [status, reason] = ['max_context', `context full (${reply.contextTokens} tokens) before turn ${turns}`];
-        break;
+        return;
       }
       turns++;
       completionTokens += reply.completionTokens;
       minPolicyVersion = Math.min(minPolicyVersion, reply.minPolicyVersion);
       maxPolicyVersion = Math.max(maxPolicyVersion, reply.maxPolicyVersion);
 
-      const parsed = agent.parseAction(reply.text);
-      if (!parsed.ok) {
+      const outcome = await respond(reply.text);
+      answers.push(reply.text);
+      if (outcome.kind === 'invalid') {
         invalidActions++;
-        next = afterInvalidAnswer(agent, history, observation, parsed.error);
+        next = outcome.next;
         continue;
       }
-      const result = await step(parsed.action);
-      actions.push(parsed.action);
-      envReturn += result.reward;
-      if (result.done) {
-        const outcome = envOutcome(result.info);
-        [status, reason] = result.info.truncated ? ['max_steps', 'environment step limit reached'] : ['succeeded', `episode ended: ${outcome}`];
-        break;
+      envSteps++;
+      envReturn += outcome.reward;
+      if (outcome.done || !outcome.next) {
+        [status, reason] = outcome.info.truncated ? ['max_steps', 'environment step limit reached'] : ['succeeded', `episode ended: ${outcomeWord(outcome.info)}`];
+        return;
       }
-      observation = result.observation;
-      next = afterStep(agent, history, observation);
+      next = outcome.next;
     }
+  }
+
+  const episodeTimeoutS = input.agent.episodeTimeoutS ?? DEFAULT_EPISODE_TIMEOUT_S;
+  try {
+    if ((await withDeadline(episodeTimeoutS * 1000, play)) === 'expired') {
+      [status, reason] = ['timeout', `episode took longer than ${episodeTimeoutS} s (agent.episodeTimeoutS)`];
+    }
+  } catch (err) {
+    const failure = episodeFailure(err);
+    if (!failure) throw err;
+    ({ status, reason } = failure);
+    log.warn('episode could not finish', { trajectoryId, status, reason });
   } finally {
     // Close even when the trajectory is cancelled or fails; a lost session has nothing to close.
-    await CancellationScope.nonCancellable(() =>
-      sessionActivities(session.sessionQueue).envClose({ sessionId }).catch((err) => log.warn('envClose failed', { sessionId, error: String(err) })),
-    );
+    if (session) {
+      const { sessionQueue } = session;
+      await CancellationScope.nonCancellable(() =>
+        sessionActivities(sessionQueue).envClose({ sessionId: sessionId() }).catch((err) => log.warn('envClose failed', { trajectoryId, error: String(err) })),
+      );
+    }
   }
 
   const reward = await computeReward({ envReturn, turns, invalidActions, formatWeight: input.reward?.formatWeight ?? 0 });
@@ -154,7 +213,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     reward,
     envReturn,
     turns,
-    envSteps: actions.length,
+    envSteps,
     invalidActions,
     completionTokens,
     minPolicyVersion: turns > 0 ? minPolicyVersion : -1,
@@ -168,6 +227,6 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     { key: SEARCH_ATTRIBUTES.turns, value: turns },
     { key: SEARCH_ATTRIBUTES.policyVersion, value: maxPolicyVersion },
   ]);
-  setCurrentDetails(`${status}: ${reason}; reward ${reward}, ${turns} turns, ${actions.length} env steps, ${invalidActions} unparseable answers`);
+  setCurrentDetails(`${status}: ${reason}; reward ${reward}, ${turns} turns, ${envSteps} env steps, ${invalidActions} unparseable answers`);
   return summary;
 }

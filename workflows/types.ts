@@ -1,5 +1,5 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
-import type { EnvConfig, EvalConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
+import type { AgentConfig, EnvConfig, EvalConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
 
 export interface TaskQueues {
   workflows: string;
@@ -13,8 +13,9 @@ export interface EpisodeSpec {
   runId: string;
   runSeed: number;
   env: EnvConfig;
-  /** `history` is optional so workflows started before it existed still replay (absent = full). */
-  agent: { name: string; maxTurns: number; history?: 'full' | 'none' };
+  /** The environment's label for the Web UI (absent in older inputs: the env name is used). */
+  envLabel?: string;
+  agent: AgentConfig;
   sampling: SamplingConfig;
   /** Optional so workflows started before rewards were configurable still replay. */
   reward?: RewardConfig;
@@ -76,6 +77,6 @@ export interface TrainingInput extends EpisodeSpec {
 
 /** The shared episode fields of a larger input, without its own extras. */
 export function episodeSpec(input: EpisodeSpec): EpisodeSpec {
-  const { runId, runSeed, env, agent, sampling, reward, taskQueues } = input;
-  return { runId, runSeed, env, agent, sampling, reward, taskQueues };
+  const { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues } = input;
+  return { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues };
 }

@@ -7,10 +7,12 @@
  * first letter, case-insensitive) is accepted too. Texts are kept short because the model is tiny
  * and its context small.
  *
- * Runs inside the Temporal workflow sandbox, so it stays pure and deterministic: it imports only
- * pure modules and never throws on model output.
+ * Pure and deterministic, and never throws on model output.
  */
+import type { Rng } from '../core/random';
+import type { ChatMessage } from '../core/tokenizer';
 import { ACTION_NAMES, MOVES, type FrozenLakeObservation } from '../envs/frozenlake';
+import { ConversationalAgent, type History, type ParsedAction } from './agent';
 
 const ANSWER_FORMAT = 'Reply with one move: left, down, right or up.';
 
@@ -30,8 +32,6 @@ const TAGGED_MOVE = /(?<![\p{L}\p{N}_])action\s*:\s*(left|down|right|up|[ldru])(
 const BARE_MOVE = /^(left|down|right|up)[.!]?$/i;
 const ANY_MOVE_WORD = /\b(?:left|down|right|up)\b/gi;
 
-export type ParsedAction = { ok: true; action: number; name: string } | { ok: false; error: string };
-
 /** Shown for a neighbour beyond the edge of the map. */
 const WALL = '#';
 
@@ -48,14 +48,14 @@ export function renderObservation(obs: FrozenLakeObservation): string {
 }
 
 /** The first `Action: <move>` in the text, or a lone move word; otherwise a short reason. */
-export function parseAction(text: string): ParsedAction {
+export function parseAction(text: string): ParsedAction<number> {
   const answer = text.trim();
   if (answer === '') return { ok: false, error: 'empty answer' };
   if (answer.length > MAX_ANSWER_CHARS) return { ok: false, error: 'answer too long' };
   const move = (TAGGED_MOVE.exec(answer) ?? BARE_MOVE.exec(answer))?.[1];
   if (move !== undefined) {
     const action = ACTION_NAMES.findIndex((name) => name[0] === move[0].toLowerCase());
-    return { ok: true, action, name: ACTION_NAMES[action] };
+    return { ok: true, action };
   }
   const mentioned = answer.match(ANY_MOVE_WORD)?.length ?? 0;
   return { ok: false, error: mentioned > 1 ? 'ambiguous: several moves' : 'no move' };
@@ -72,4 +72,40 @@ export function formatExample(action: number): string {
   const name = ACTION_NAMES[action];
   if (name === undefined) throw new Error(`formatExample: invalid action ${action}`);
   return name;
+}
+
+/** Moves that keep the player on the map (holes included: they end the episode, legally). */
+export function legalMoves({ row, col, size }: FrozenLakeObservation): number[] {
+  return MOVES.flatMap(([dr, dc], action) => (row + dr >= 0 && row + dr < size && col + dc >= 0 && col + dc < size ? [action] : []));
+}
+
+export class FrozenLakeAgent extends ConversationalAgent<FrozenLakeObservation, number> {
+  constructor(history: History = 'full') {
+    super(history);
+  }
+
+  systemPrompt(): string {
+    return FROZENLAKE_SYSTEM_PROMPT;
+  }
+
+  observationMessages(observation: FrozenLakeObservation): ChatMessage[] {
+    return [{ role: 'user', content: renderObservation(observation) }];
+  }
+
+  parseResponse(text: string): ParsedAction<number> {
+    return parseAction(text);
+  }
+
+  override invalidResponseMessages(error: string): ChatMessage[] {
+    return [{ role: 'user', content: invalidActionMessage(error) }];
+  }
+
+  /**
+   * A uniformly random legal move (one that stays on the map, holes included): it teaches the
+   * format and to read where the player stands, never where the goal or the holes are.
+   */
+  formatExample(observation: FrozenLakeObservation, rng: Rng): string {
+    const legal = legalMoves(observation);
+    return formatExample(legal[Math.floor(rng() * legal.length)]);
+  }
 }

@@ -6,7 +6,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../../config/schema';
-import { describeEnv } from '../envs/label';
+import { describeEnvironment } from '../plugins/registry';
 import { engineBusyFraction, readEngineSnapshots } from '../inference/statsReporter';
 import type { Logger } from '../log';
 import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
@@ -56,9 +56,9 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(config.env) },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
       ],
-      staticSummary: `rollout ${runId}: ${config.rollout.groups} groups x ${config.rollout.groupSize} on ${describeEnv(config.env)}`,
+      staticSummary: `rollout ${runId}: ${config.rollout.groups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
     });
     logger.info({ runId }, 'rollout started');
 

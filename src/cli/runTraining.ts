@@ -7,7 +7,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { RunConfig } from '../../config/schema';
-import { describeEnv } from '../envs/label';
+import { describeEnvironment } from '../plugins/registry';
 import type { Logger } from '../log';
 import type { StepMetrics } from '../rl/stepMetrics';
 import type { EvaluationRecord } from '../../activities/trainer';
@@ -73,9 +73,9 @@ export async function runTraining(
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnv(config.env) },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
       ],
-      staticSummary: `training ${runId}: ${config.trainer.steps} steps of ${config.trainer.batchGroups} groups x ${config.rollout.groupSize} on ${describeEnv(config.env)}`,
+      staticSummary: `training ${runId}: ${config.trainer.steps} steps of ${config.trainer.batchGroups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
     });
     logger.info({ runId }, 'training started');
 

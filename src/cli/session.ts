@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { RunConfig } from '../../config/schema';
 import type { Logger } from '../log';
+import { describeEnvironment } from '../plugins/registry';
 import { startDevServer } from '../temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../../workers/start';
 import { taskQueuesFor } from '../../workers/taskQueues';
@@ -21,6 +22,7 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     runId,
     runSeed: config.run.seed,
     env: config.env,
+    envLabel: describeEnvironment(config.env),
     agent: config.agent,
     sampling: config.sampling,
     reward: config.reward,

@@ -1,5 +1,5 @@
 /** Scores a finished group from its trajectory summaries. Pure: runs inside the group workflow. */
-import type { GroupSummary, TrajectorySummary } from './records';
+import type { GroupSummary, TrajectoryStatus, TrajectorySummary } from './records';
 
 export type TrajectoryOutcome = { ok: true; summary: TrajectorySummary } | { ok: false; trajectoryId: string; reason: string };
 
@@ -11,8 +11,18 @@ export function solvedOf(group: GroupSummary): boolean[] {
   return group.solved ?? group.rewards.map((reward) => reward > 0);
 }
 
+/**
+ * Statuses of trajectories that did not complete through no doing of the policy (the environment,
+ * a reward or the agent code failed, or a time limit hit): recorded, never scored or trained on.
+ */
+const NOT_SCORED: readonly TrajectoryStatus[] = ['failed', 'env_timeout', 'timeout'];
+
+function scored(outcome: TrajectoryOutcome): outcome is { ok: true; summary: TrajectorySummary } {
+  return outcome.ok && !NOT_SCORED.includes(outcome.summary.status);
+}
+
 export function summarizeGroup(runId: string, groupId: string, outcomes: readonly TrajectoryOutcome[]): GroupSummary {
-  const completed = outcomes.flatMap((o) => (o.ok ? [o.summary] : []));
+  const completed = outcomes.flatMap((o) => (scored(o) ? [o.summary] : []));
   const rewards = completed.map((s) => s.reward);
   const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : 0;
   // Population std (divide by n), the normaliser GRPO uses for group-relative advantages.
@@ -24,8 +34,13 @@ export function summarizeGroup(runId: string, groupId: string, outcomes: readonl
     rewards,
     solved: completed.map((s) => s.envReturn > 0),
     turns: completed.map((s) => s.turns),
-    failed: outcomes.flatMap((o) => (o.ok ? [] : [{ trajectoryId: o.trajectoryId, reason: o.reason }])),
+    failed: outcomes.filter((o) => !scored(o)).map(failure),
     rewardMean: mean,
     rewardStd: Math.sqrt(variance),
   };
+}
+
+function failure(outcome: TrajectoryOutcome): { trajectoryId: string; reason: string } {
+  if (!outcome.ok) return { trajectoryId: outcome.trajectoryId, reason: outcome.reason };
+  return { trajectoryId: outcome.summary.trajectoryId, reason: `${outcome.summary.status}: ${outcome.summary.reason}` };
 }

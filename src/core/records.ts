@@ -31,7 +31,13 @@ export interface TurnRecord {
   contextTokens: number;
 }
 
-export type TrajectoryStatus = 'succeeded' | 'failed_episode' | 'max_turns' | 'max_steps' | 'max_context' | 'failed';
+/**
+ * How a trajectory ended: the episode ran its course (`succeeded`: the environment said done, which
+ * may be a failed task), or a limit cut it off (turns, environment steps, context), or it could not
+ * finish (`failed`: environment, reward or agent code threw; `env_timeout`: one environment turn
+ * took too long; `timeout`: the whole episode did). The last three are never trained on.
+ */
+export type TrajectoryStatus = 'succeeded' | 'max_turns' | 'max_steps' | 'max_context' | 'failed' | 'env_timeout' | 'timeout';
 
 export interface TrajectorySummary {
   runId: string;

@@ -17,6 +17,8 @@ export const SPECIAL_TOKENS = {
   user: 259,
   assistant: 260,
   end: 261,
+  /** Opens a tool result message (what a tool call returned). */
+  tool: 262,
 } as const;
 
 /** 256 byte ids + the specials, rounded up to a multiple of 8 for friendlier matrix shapes. */
@@ -26,7 +28,7 @@ const SPECIAL_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(SPECIAL_TOKENS).map(([name, id]) => [id, `<|${name}|>`]),
 );
 
-export type Role = 'system' | 'user' | 'assistant';
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
 export interface ChatMessage {
   role: Role;

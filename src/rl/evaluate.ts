@@ -4,19 +4,18 @@
  * rollouts, but sampled near-greedily and never trained on. Its success rate is the learning curve
  * a user reads; the training groups' own success rate mixes in exploration.
  */
-import type { EnvConfig } from '../../config/schema';
-import { afterInvalidAnswer, afterStep, openingMessages, type History, type NextTurn } from '../agents/conversation';
-import { getAgent, type AgentLogic } from '../agents/registry';
+import type { AgentConfig, EnvConfig } from '../../config/schema';
+import type { NextTurn } from '../agents/agent';
+import { Episode } from '../agents/episode';
 import { hashString } from '../core/random';
 import { decode, renderContinuation, renderConversationStart, STOP_TOKENS } from '../core/tokenizer';
-import { createEnvironment } from '../envs/registry';
 import { BatchingEngine } from '../model/engine';
 import type { ModelWeights } from '../model/weights';
 
 export interface EvaluationOptions {
   weights: ModelWeights;
   env: EnvConfig;
-  agent: { name: string; maxTurns: number; history?: History };
+  agent: AgentConfig;
   /** One episode per seed, each on the environment instance the seed gives in the held-out pool. */
   envSeeds: readonly number[];
   temperature: number;
@@ -48,8 +47,7 @@ export function evaluationSeeds(runSeed: number, episodes: number): number[] {
 export async function evaluatePolicy(options: EvaluationOptions): Promise<EvaluationResult> {
   const engine = await BatchingEngine.create({ weights: options.weights, maxBatch: options.maxBatch ?? 32 });
   try {
-    const agent = getAgent(options.agent.name);
-    const outcomes = await Promise.all(options.envSeeds.map((seed) => playEpisode(engine, agent, options, seed)));
+    const outcomes = await Promise.all(options.envSeeds.map((seed) => playEpisode(engine, options, seed)));
     const episodes = outcomes.length;
     const solved = outcomes.filter((o) => o.envReturn > 0).length;
     const turns = outcomes.reduce((sum, o) => sum + o.turns, 0);
@@ -67,20 +65,16 @@ export async function evaluatePolicy(options: EvaluationOptions): Promise<Evalua
   }
 }
 
-async function playEpisode(engine: BatchingEngine, agent: AgentLogic<unknown, unknown>, options: EvaluationOptions, seed: number): Promise<EpisodeOutcome> {
-  const history = options.agent.history ?? 'full';
+async function playEpisode(engine: BatchingEngine, options: EvaluationOptions, seed: number): Promise<EpisodeOutcome> {
   const { maxContext } = engine.config;
-  const environment = createEnvironment(options.env, seed, 'eval');
+  const { episode, first } = await Episode.open({ env: options.env, agent: options.agent, seed, pool: 'eval' });
   const outcome: EpisodeOutcome = { envReturn: 0, turns: 0, invalidAnswers: 0 };
   try {
-    let observation = environment.reset();
-    let next: NextTurn = { messages: openingMessages(agent, observation), freshContext: true };
+    let next: NextTurn | undefined = first;
     let context: number[] = [];
     let lastCompletion: number[] = [];
-    while (outcome.turns < options.agent.maxTurns) {
-      context = next.freshContext
-        ? renderConversationStart(next.messages)
-        : [...context, ...renderContinuation(lastCompletion, next.messages)];
+    while (next && outcome.turns < options.agent.maxTurns) {
+      context = next.freshContext ? renderConversationStart(next.messages) : [...context, ...renderContinuation(lastCompletion, next.messages)];
       if (context.length >= maxContext) break;
       const result = await engine.generate({
         promptIds: context,
@@ -95,20 +89,17 @@ async function playEpisode(engine: BatchingEngine, agent: AgentLogic<unknown, un
       outcome.turns++;
       lastCompletion = result.completionIds;
       context.push(...lastCompletion);
-      const parsed = agent.parseAction(decode(lastCompletion));
-      if (!parsed.ok) {
+      const turn = await episode.respond(decode(lastCompletion));
+      if (turn.kind === 'invalid') {
         outcome.invalidAnswers++;
-        next = afterInvalidAnswer(agent, history, observation, parsed.error);
+        next = turn.next;
         continue;
       }
-      const step = environment.step(parsed.action);
-      outcome.envReturn += step.reward;
-      if (step.done) break;
-      observation = step.observation;
-      next = afterStep(agent, history, observation);
+      outcome.envReturn += turn.reward;
+      next = turn.done ? undefined : turn.next;
     }
   } finally {
-    environment.close();
+    await episode.close();
   }
   return outcome;
 }

@@ -6,6 +6,7 @@
  * (unknown tool, bad arguments, thrown error, timeout): an episode never crashes on a tool call.
  */
 import { z } from 'zod';
+import type { Rng } from '../core/random';
 import type { ParsedToolCall } from './parsers';
 
 export interface ToolContext {
@@ -22,6 +23,11 @@ export interface Tool<S extends z.ZodType = z.ZodType> {
   run(args: z.output<S>, ctx: ToolContext): Promise<string> | string;
   /** Overrides the caller's default timeout for this tool. */
   timeoutMs?: number;
+  /**
+   * Plausible arguments drawn at random, for format warm-up examples: they show how a call looks,
+   * never what a task needs.
+   */
+  example?(rng: Rng): z.input<S>;
 }
 
 /** Identity, there so `run` gets its argument type from the schema. */

@@ -1,0 +1,116 @@
+/**
+ * One episode of an agent in its environment: the unit an env worker holds per trajectory
+ * (a session), and what evaluation and the format warm-up play in process. It turns each model
+ * answer into the agent's action, steps the environment with it, and says what the model is shown
+ * next, so the durable workflow, evaluation and warm-up share the same conversation rules.
+ *
+ * Failures are typed so the trajectory can record them as its outcome: `EpisodeError` with kind
+ * `environment` (reset or step threw), `reward` (scoring failed) or `agent` (agent code threw).
+ */
+import type { AgentConfig, EnvConfig } from '../../config/schema';
+import type { Environment, StepResult } from '../envs/environment';
+import { RewardError } from '../envs/taskEnvironment';
+import { createAgent, createEnvironment, type InstancePool } from '../plugins/registry';
+import type { ConversationalAgent, NextTurn } from './agent';
+
+export type EpisodeErrorKind = 'environment' | 'reward' | 'agent';
+
+export class EpisodeError extends Error {
+  constructor(
+    readonly kind: EpisodeErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EpisodeError';
+  }
+}
+
+/** What came of one model answer. */
+export type TurnOutcome =
+  | { kind: 'invalid'; error: string; next: NextTurn }
+  | { kind: 'stepped'; reward: number; done: boolean; info: Record<string, unknown>; next?: NextTurn };
+
+export interface EpisodeSetup {
+  env: EnvConfig;
+  agent: AgentConfig;
+  seed: number;
+  pool?: InstancePool;
+}
+
+export class Episode {
+  private observation: unknown;
+  private steps = 0;
+  private closed = false;
+
+  private constructor(
+    readonly environment: Environment,
+    readonly agent: ConversationalAgent,
+    private readonly envName: string,
+  ) {}
+
+  /** Creates the environment and agent and resets the environment; `first` is the first turn. */
+  static async open({ env, agent, seed, pool = 'train' }: EpisodeSetup): Promise<{ episode: Episode; first: NextTurn }> {
+    const environment = guard('environment', `environment ${JSON.stringify(env.name)}: create failed`, () => createEnvironment(env, seed, pool));
+    let episode: Episode | undefined;
+    try {
+      const conversational = guard('agent', `agent ${JSON.stringify(agent.name)}: create failed`, () => createAgent(agent, environment));
+      episode = new Episode(environment, conversational, env.name);
+      episode.observation = await guardAsync('environment', `environment ${JSON.stringify(env.name)}: reset failed`, () => environment.reset());
+      const first = guard('agent', `agent ${JSON.stringify(agent.name)}: first turn failed`, () => conversational.begin(episode!.observation));
+      return { episode, first };
+    } catch (err) {
+      await (episode ? episode.close() : Promise.resolve(environment.close())).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** The observation the agent last read. */
+  get currentObservation(): unknown {
+    return this.observation;
+  }
+
+  /** Reads the model's answer and, if it is an action, steps the environment with it. */
+  async respond(text: string): Promise<TurnOutcome> {
+    const parsed = guard('agent', 'agent failed to read the answer', () => this.agent.respond(text));
+    if (!parsed.ok) {
+      const next = guard('agent', 'agent failed to answer an invalid response', () => this.agent.afterInvalidResponse(this.observation, parsed.error));
+      return { kind: 'invalid', error: parsed.error, next };
+    }
+    const where = `environment ${JSON.stringify(this.envName)}: step ${this.steps} failed`;
+    const result: StepResult<unknown> = await guardAsync('environment', where, () => this.environment.step(parsed.action));
+    this.steps++;
+    this.observation = result.observation;
+    if (result.done) return { kind: 'stepped', reward: result.reward, done: true, info: result.info };
+    const next = guard('agent', 'agent failed to read the observation', () => this.agent.afterStep(result.observation));
+    return { kind: 'stepped', reward: result.reward, done: false, info: result.info, next };
+  }
+
+  /** Closes the environment once; safe to call again. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.environment.close();
+  }
+}
+
+function wrap(kind: EpisodeErrorKind, where: string, err: unknown): EpisodeError {
+  if (err instanceof EpisodeError) return err;
+  if (err instanceof RewardError) return new EpisodeError('reward', `${where}: ${err.message}`);
+  return new EpisodeError(kind, `${where}: ${err instanceof Error ? err.message : String(err)}`);
+}
+
+function guard<T>(kind: EpisodeErrorKind, where: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw wrap(kind, where, err);
+  }
+}
+
+async function guardAsync<T>(kind: EpisodeErrorKind, where: string, fn: () => T | Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw wrap(kind, where, err);
+  }
+}

@@ -1,0 +1,75 @@
+/** The environments, agents and tools every config can name. */
+import { z } from 'zod';
+import { FrozenLakeAgent } from '../agents/frozenlakeAgent';
+import { ModelAgent } from '../agents/modelAgent';
+import { ToolAgent } from '../agents/toolAgent';
+import { registerArithmetic } from '../envs/arithmetic';
+import { FrozenLake } from '../envs/frozenlake';
+import { ToolEnvironment } from '../envs/toolEnvironment';
+import { TOOL_CALL_FORMATS } from '../tools/parsers';
+import type { PluginApi } from './registry';
+
+const positiveInt = z.number().int().positive();
+
+export const FrozenLakeOptionsSchema = z.strictObject({
+  size: z.union([z.literal(4), z.literal(8)]).default(4),
+  map: z.enum(['classic', 'random']).default('classic'),
+  slippery: z.boolean().default(false),
+  /** Env steps before the episode is truncated. */
+  maxSteps: positiveInt.default(12),
+  /** Probability that a random-map cell is frozen (walkable). */
+  pFrozen: z.number().gt(0).lt(1).default(0.8),
+  /**
+   * Random maps: share of map layouts (by a hash of the layout) reserved for evaluation. Training
+   * never draws them; evaluation draws only them, so it measures maps the policy has never seen.
+   */
+  heldOutShare: z.number().min(0).max(0.5).default(0.2),
+});
+
+export function registerBuiltins(api: PluginApi): void {
+  registerArithmetic(api);
+  api.registerEnvironment('frozenlake', {
+    options: FrozenLakeOptionsSchema,
+    create: (options, { seed, pool }) =>
+      new FrozenLake({
+        size: options.size,
+        map: options.map,
+        mapSeed: seed,
+        pFrozen: options.pFrozen,
+        // With no held-out share, evaluation draws from all maps, as training does.
+        heldOut: options.heldOutShare > 0 ? { share: options.heldOutShare, pool: pool === 'eval' ? 'heldout' : 'train' } : undefined,
+        slippery: options.slippery,
+        seed,
+        maxSteps: options.maxSteps,
+      }),
+    describe: (options) => `frozenlake-${options.size}x${options.size}-${options.map}${options.slippery ? '-slippery' : ''}`,
+  });
+
+  api.registerAgent('frozenlake', {
+    options: z.strictObject({}),
+    create: (_options, { history }) => new FrozenLakeAgent(history),
+  });
+
+  api.registerAgent('model', {
+    options: z.strictObject({ instructions: z.string().default('Answer the question.') }),
+    create: (options, { history }) => new ModelAgent(options.instructions, history),
+  });
+
+  api.registerAgent('tool', {
+    options: z.strictObject({
+      /** The tool-call format the model writes (and the parser that reads it). */
+      format: z.enum(TOOL_CALL_FORMATS as [string, ...string[]]).default('hermes'),
+      /** Replaces the environment's own instructions at the top of the system prompt. */
+      instructions: z.string().optional(),
+    }),
+    create: (options, { history, environment }) => {
+      if (!(environment instanceof ToolEnvironment)) throw new Error('agent "tool" needs an environment with tools (a ToolEnvironment)');
+      return new ToolAgent({
+        tools: environment.tools,
+        format: options.format as (typeof TOOL_CALL_FORMATS)[number],
+        instructions: options.instructions ?? environment.instructions ?? 'Solve the task.',
+        history,
+      });
+    },
+  });
+}

@@ -1,0 +1,158 @@
+/**
+ * Registries: configs pick environments, agents, tools and rewards by name. Built-ins are
+ * registered on first use; users add their own from modules the config names (`modules:`), each
+ * exporting `register(trajflow)` that calls the functions of `PluginApi`.
+ *
+ * An unknown name is an error that lists the known ones; options are validated with the
+ * definition's zod schema, and errors name the config path (`env.digits: ...`).
+ */
+import { z } from 'zod';
+import type { AgentConfig, EnvConfig } from '../../config/schema';
+import type { ConversationalAgent, History } from '../agents/agent';
+import type { Environment } from '../envs/environment';
+import { registerReward } from '../rewards/registry';
+import type { Tool } from '../tools/tool';
+import { registerBuiltins } from './builtins';
+
+/** Which instances an environment draws: training ones, or only its held-out evaluation ones. */
+export type InstancePool = 'train' | 'eval';
+
+export interface EnvironmentContext {
+  /** Seeds the instance (task, map, randomness): the same seed must give the same episode. */
+  seed: number;
+  pool: InstancePool;
+  /** Registered tools by name; unknown names throw, listing the known ones. */
+  tools(names: readonly string[]): Tool[];
+}
+
+export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
+  /** Validates (and fills defaults of) the env section, less `name` and `stepTimeoutS`. */
+  options: S;
+  // Method syntax keeps definitions with different option types assignable to the base type.
+  create(options: z.output<S>, context: EnvironmentContext): Environment;
+  /** A short label for the Web UI and logs, e.g. `frozenlake-4x4-classic`; default: the name. */
+  describe?(options: z.output<S>): string;
+}
+
+export interface AgentContext {
+  history: History;
+  /** The environment the agent will play (a tool agent takes its tools from it). */
+  environment: Environment;
+}
+
+export interface AgentDefinition<S extends z.ZodType = z.ZodType> {
+  /** Validates the agent section, less `name`, `maxTurns`, `history` and `episodeTimeoutS`. */
+  options: S;
+  create(options: z.output<S>, context: AgentContext): ConversationalAgent;
+}
+
+/** What a plugin module's `register` function receives. */
+export interface PluginApi {
+  registerEnvironment<S extends z.ZodType>(name: string, definition: EnvironmentDefinition<S>): void;
+  registerAgent<S extends z.ZodType>(name: string, definition: AgentDefinition<S>): void;
+  registerTool(tool: Tool): void;
+  registerReward: typeof registerReward;
+}
+
+/** Config keys every env section has, handled by trajflow rather than the environment. */
+const ENV_KEYS = ['name', 'stepTimeoutS'] as const;
+/** Config keys every agent section has, handled by trajflow rather than the agent. */
+const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS'] as const;
+
+const environments = new Map<string, EnvironmentDefinition>();
+const agents = new Map<string, AgentDefinition>();
+const tools = new Map<string, Tool>();
+
+function add<T>(kind: string, map: Map<string, T>, name: string, value: T): void {
+  if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new Error(`${kind} name ${JSON.stringify(name)}: letters, digits, _ . - only`);
+  if (map.has(name)) throw new Error(`${kind} ${JSON.stringify(name)} is already registered`);
+  map.set(name, value);
+}
+
+export const pluginApi: PluginApi = {
+  registerEnvironment: (name, definition) => add('environment', environments, name, definition as EnvironmentDefinition),
+  registerAgent: (name, definition) => add('agent', agents, name, definition as AgentDefinition),
+  registerTool: (tool) => add('tool', tools, tool.name, tool),
+  registerReward,
+};
+
+let builtinsRegistered = false;
+function ensureBuiltins(): void {
+  if (builtinsRegistered) return;
+  builtinsRegistered = true;
+  registerBuiltins(pluginApi);
+}
+
+function lookup<T>(kind: string, map: Map<string, T>, name: string): T {
+  ensureBuiltins();
+  const value = map.get(name);
+  if (value === undefined) throw new Error(`unknown ${kind} ${JSON.stringify(name)}; known ${kind}s: ${[...map.keys()].sort().join(', ') || '(none)'}`);
+  return value;
+}
+
+export function knownEnvironments(): string[] {
+  ensureBuiltins();
+  return [...environments.keys()].sort();
+}
+
+export function knownAgents(): string[] {
+  ensureBuiltins();
+  return [...agents.keys()].sort();
+}
+
+export function getTool(name: string): Tool {
+  return lookup('tool', tools, name);
+}
+
+export function getTools(names: readonly string[]): Tool[] {
+  return names.map(getTool);
+}
+
+/** A config section's validation failure, with paths relative to the whole config. */
+export class OptionsError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+    this.name = 'OptionsError';
+  }
+}
+
+function parseOptions<S extends z.ZodType>(section: string, schema: S, raw: Record<string, unknown>, generic: readonly string[]): z.output<S> {
+  const own = Object.fromEntries(Object.entries(raw).filter(([key]) => !generic.includes(key)));
+  const parsed = schema.safeParse(own);
+  if (!parsed.success) {
+    throw new OptionsError(parsed.error.issues.map((issue) => `${[section, ...issue.path.map(String)].join('.')}: ${issue.message}`));
+  }
+  return parsed.data;
+}
+
+/** The env section with its options validated and defaults filled in (config loading). */
+export function validateEnvConfig(config: EnvConfig): EnvConfig {
+  const definition = lookup('environment', environments, config.name);
+  return { ...pick(config, ENV_KEYS), ...(parseOptions('env', definition.options, config, ENV_KEYS) as object) } as EnvConfig;
+}
+
+/** The agent section with its options validated and defaults filled in (config loading). */
+export function validateAgentConfig(config: AgentConfig): AgentConfig {
+  const definition = lookup('agent', agents, config.name);
+  return { ...pick(config, AGENT_KEYS), ...(parseOptions('agent', definition.options, config, AGENT_KEYS) as object) } as AgentConfig;
+}
+
+function pick<T extends object>(config: T, keys: readonly string[]): Partial<T> {
+  return Object.fromEntries(Object.entries(config).filter(([key]) => keys.includes(key))) as Partial<T>;
+}
+
+export function createEnvironment(config: EnvConfig, seed: number, pool: InstancePool = 'train'): Environment {
+  const definition = lookup('environment', environments, config.name);
+  return definition.create(parseOptions('env', definition.options, config, ENV_KEYS), { seed, pool, tools: getTools });
+}
+
+export function createAgent(config: AgentConfig, environment: Environment): ConversationalAgent {
+  const definition = lookup('agent', agents, config.name);
+  return definition.create(parseOptions('agent', definition.options, config, AGENT_KEYS), { history: config.history, environment });
+}
+
+/** The environment's label for the Web UI and logs. */
+export function describeEnvironment(config: EnvConfig): string {
+  const definition = lookup('environment', environments, config.name);
+  return definition.describe?.(parseOptions('env', definition.options, config, ENV_KEYS)) ?? config.name;
+}
