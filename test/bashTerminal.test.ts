@@ -9,14 +9,13 @@ import {
   EXAMPLE_COMMANDS,
   MAX_COMMAND_CHARS,
   isHeldOutTask,
-  registerBashTerminal,
   type BashFamily,
   type BashTask,
   type BashTerminalOptions,
 } from '../src/envs/bashTerminal';
 import type { ToolResultRecord } from '../src/envs/taskEnvironment';
 import { createRng } from '../src/core/random';
-import { describeEnvironment, knownEnvironments, pluginApi, type InstancePool } from '../src/plugins/registry';
+import { describeEnvironment, type InstancePool } from '../src/plugins/registry';
 import { probeConfinement } from '../src/sandbox/bash';
 import { formatToolCall } from '../src/tools/render';
 
@@ -312,7 +311,6 @@ test('options: defaults, and limits that would break the tool are refused', () =
 });
 
 test('an episode through the registry with the tool agent', async () => {
-  if (!knownEnvironments().includes('bash')) registerBashTerminal(pluginApi);
   expect(describeEnvironment({ name: 'bash', stepTimeoutS: 60 })).toBe('bash-files');
   expect(describeEnvironment({ name: 'bash', stepTimeoutS: 60, families: ['count'] })).toBe('bash-files-count');
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadRunConfig, parseRunConfig } from '../config/load';
@@ -43,5 +43,43 @@ describe('run config', () => {
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);
+  });
+
+  it('gives the three training examples byte-identical trainer sections', () => {
+    const trainerSection = (name: string) => {
+      const text = readFileSync(path.join(EXAMPLES, name), 'utf8');
+      return /^trainer:\n(?: .*\n)+/m.exec(text)?.[0];
+    };
+    const sections = ['frozenlake-train.yaml', 'arithmetic-train.yaml', 'bash-train.yaml'].map(trainerSection);
+    expect(sections[0]).toMatch(/formatWarmupSteps/);
+    expect(sections[1]).toBe(sections[0]);
+    expect(sections[2]).toBe(sections[0]);
+  });
+
+  it('lists the known names for an unknown environment, agent, tool or reward', () => {
+    expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name: unknown environment "chess"; known environments: .*arithmetic, bash, frozenlake/);
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { name: 'chatty' } })).toThrow(/agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, tool/);
+    expect(() => parseRunConfig({ env: { name: 'arithmetic', tools: ['calculator', 'abacus'] }, agent: { name: 'tool' } })).toThrow(
+      /env\.tools\.1: unknown tool "abacus"; known tools: .*calculator/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'arithmetic', reward: { name: 'closeness' } }, agent: { name: 'tool' } })).toThrow(
+      /env\.reward: .*unknown reward "closeness"; known rewards: .*numeric_match/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'arithmetic', digits: 9 }, agent: { name: 'tool', format: 'xml' } })).toThrow(/env\.digits: [\s\S]*agent\.format: /);
+  });
+
+  it('loads plugin modules named in the config, relative to it, and names a module that fails', () => {
+    const plugin = path.join(__dirname, 'support', 'plugins', 'customPlugin.ts');
+    const file = writeConfig('plugin.yaml', `modules: [${JSON.stringify(path.relative(dir, plugin))}]\nenv: { name: say-the-word }\nagent: { name: verbatim }\n`);
+    const config = loadRunConfig(file);
+    expect(config.modules).toEqual([plugin]);
+    expect(config.env.name).toBe('say-the-word');
+    expect(() => loadRunConfig(writeConfig('missing-module.yaml', 'modules: [./nowhere.js]\nenv: { name: frozenlake }\n'))).toThrow(
+      /modules: cannot load module .*nowhere\.js/,
+    );
+    const noRegister = writeConfig('no-register.js', 'module.exports = { hello: 1 };\n');
+    expect(() => loadRunConfig(writeConfig('no-register.yaml', `modules: [${JSON.stringify(noRegister)}]\nenv: { name: frozenlake }\n`))).toThrow(
+      /exports no register\(trajflow\) function/,
+    );
   });
 });

@@ -6,6 +6,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import type { Logger } from '../src/log';
+import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { sessionQueueFor, taskQueuesFor } from './taskQueues';
 
@@ -14,7 +15,13 @@ export interface EnvWorkers {
   sessions: SessionRegistry;
 }
 
+/** A sandbox directory idle this long whose worker process is gone is a crash leftover. */
+const STALE_SANDBOX_MS = 10 * 60_000;
+
 export async function createEnvWorkers(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<EnvWorkers> {
+  // Sessions close their sandboxes, but a SIGKILLed worker cannot: its successor cleans up.
+  const swept = await sweepStaleSandboxes(STALE_SANDBOX_MS);
+  if (swept.length > 0) logger.info({ removed: swept.length }, 'removed sandbox directories of dead env workers');
   const sessions = new SessionRegistry();
   const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
   const common = { connection, namespace: config.temporal.namespace };

@@ -214,7 +214,7 @@ export function drawTask(families: readonly BashFamily[], seed: number, pool: In
     const family = pick(rng, families);
     const { params, prompt, files, goal } = FAMILIES[family](rng);
     const id = `${family}:${JSON.stringify(params)}`;
-    if (true || isHeldOutTask(id, heldOutShare) === (pool === 'eval')) {
+    if (heldOutShare === 0 || isHeldOutTask(id, heldOutShare) === (pool === 'eval')) {
       return { task: { prompt, family, id, params, files }, goal };
     }
   }

@@ -4,6 +4,7 @@ import { FrozenLakeAgent } from '../agents/frozenlakeAgent';
 import { ModelAgent } from '../agents/modelAgent';
 import { ToolAgent } from '../agents/toolAgent';
 import { registerArithmetic } from '../envs/arithmetic';
+import { registerBashTerminal } from '../envs/bashTerminal';
 import { FrozenLake } from '../envs/frozenlake';
 import { ToolEnvironment } from '../envs/toolEnvironment';
 import { TOOL_CALL_FORMATS } from '../tools/parsers';
@@ -28,6 +29,7 @@ export const FrozenLakeOptionsSchema = z.strictObject({
 
 export function registerBuiltins(api: PluginApi): void {
   registerArithmetic(api);
+  registerBashTerminal(api);
   api.registerEnvironment('frozenlake', {
     options: FrozenLakeOptionsSchema,
     create: (options, { seed, pool }) =>

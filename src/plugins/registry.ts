@@ -125,10 +125,18 @@ function parseOptions<S extends z.ZodType>(section: string, schema: S, raw: Reco
   return parsed.data;
 }
 
-/** The env section with its options validated and defaults filled in (config loading). */
+/**
+ * The env section with its options validated and defaults filled in (config loading). By
+ * convention an option named `tools` lists registered tool names; each must exist.
+ */
 export function validateEnvConfig(config: EnvConfig): EnvConfig {
   const definition = lookup('environment', environments, config.name);
-  return { ...pick(config, ENV_KEYS), ...(parseOptions('env', definition.options, config, ENV_KEYS) as object) } as EnvConfig;
+  const options = parseOptions('env', definition.options, config, ENV_KEYS) as Record<string, unknown>;
+  if (Array.isArray(options.tools)) {
+    const problems = options.tools.flatMap((name, i) => (typeof name === 'string' && tools.has(name) ? [] : [`env.tools.${i}: unknown tool ${JSON.stringify(name)}; known tools: ${[...tools.keys()].sort().join(', ')}`]));
+    if (problems.length > 0) throw new OptionsError(problems);
+  }
+  return { ...pick(config, ENV_KEYS), ...options } as EnvConfig;
 }
 
 /** The agent section with its options validated and defaults filled in (config loading). */
