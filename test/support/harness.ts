@@ -16,8 +16,11 @@ export function testAddress(): string {
 
 let counter = 0;
 
-/** A small config for tests; `overrides` are merged one level deep into the defaults. */
-export function testConfig(name: string, overrides: Record<string, Record<string, unknown>> = {}): RunConfig {
+/**
+ * A small config for tests; `overrides` are merged one level deep into the defaults, `topLevel`
+ * keys (such as `modules`) are set as given.
+ */
+export function testConfig(name: string, overrides: Record<string, Record<string, unknown>> = {}, topLevel: Record<string, unknown> = {}): RunConfig {
   const base = process.env.TRAJFLOW_TEST_DATA_DIR ?? '/tmp';
   const unique = `${name}-${process.pid}-${++counter}`;
   const sections: Record<string, Record<string, unknown>> = {
@@ -30,7 +33,7 @@ export function testConfig(name: string, overrides: Record<string, Record<string
     inference: { maxBatch: 16 },
   };
   for (const [key, value] of Object.entries(overrides)) sections[key] = { ...sections[key], ...value };
-  return parseRunConfig({ ...sections, dataDir: mkdtempSync(path.join(base, `${name}-`)) }, `test config ${name}`);
+  return parseRunConfig({ ...sections, ...topLevel, dataDir: mkdtempSync(path.join(base, `${name}-`)) }, `test config ${name}`);
 }
 
 export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {

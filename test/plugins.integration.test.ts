@@ -1,0 +1,87 @@
+/**
+ * Bring-your-own environment and agent, and bad input, through the durable pipeline: a config
+ * names a plugin module defined only in this test tree; its environment and agent run through the
+ * controller, group and trajectory workflows like the built-in ones. Then environments that throw
+ * in reset or step, a reward that throws, a hanging tool, and turns and episodes past their time
+ * limits: each trajectory ends with its status and a reason naming what failed, what was done
+ * before the failure stays stored, and failed trajectories are listed apart in their group,
+ * never scored.
+ */
+import path from 'node:path';
+import type { RunConfig } from '../config/schema';
+import { runRollout } from '../src/cli/runRollout';
+import { createLogger } from '../src/log';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { ROLLOUT_ROLES, startWorkers, type RunningWorkers } from '../workers/start';
+import { testConfig } from './support/harness';
+
+const PLUGIN = path.join(__dirname, 'support', 'plugins', 'customPlugin.ts');
+
+describe('plugin environments and bad input on the dev server', () => {
+  const logger = createLogger('test');
+  logger.level = 'error';
+  const base = testConfig('plugins', { rollout: { groups: 1, groupSize: 2, maxConcurrency: 4 }, sampling: { maxTokens: 4 } }, { modules: [PLUGIN] });
+  const store = new TrajectoryStore(base.dataDir);
+  let workers: RunningWorkers;
+  let runs = 0;
+
+  beforeAll(async () => {
+    workers = await startWorkers(base, ROLLOUT_ROLES, logger);
+  });
+  afterAll(async () => {
+    await workers.shutdown();
+  });
+
+  /** Runs one group of two trajectories with this env and agent on the shared workers. */
+  async function rollout(env: RunConfig['env'], agent: Partial<RunConfig['agent']> = {}) {
+    const runId = `plugins-${++runs}`;
+    const config: RunConfig = { ...base, env: { ...env }, agent: { ...base.agent, name: 'verbatim', ...agent } };
+    const summary = await runRollout(config, { runId, local: false, logger });
+    const ids = await store.listTrajectories(runId);
+    const trajectories = await Promise.all(ids.map(async (id) => (await store.getTrajectory(runId, id))!));
+    const group = (await store.getGroup(runId, `${runId}.g00000`))!;
+    return { runId, summary, trajectories, group };
+  }
+
+  it('runs a custom environment and agent from a module the config names', async () => {
+    const { summary, trajectories, group } = await rollout({ name: 'say-the-word', stepTimeoutS: 60 });
+    expect(summary.trajectories).toBe(2);
+    expect(summary.failedTrajectories).toBe(0);
+    for (const t of trajectories) {
+      expect(t).toMatchObject({ env: 'say-the-word', status: 'succeeded', reason: 'episode ended: answered', turns: 1, envSteps: 1 });
+    }
+    expect(group.trajectoryIds).toHaveLength(2);
+    expect(group.failed).toEqual([]);
+  });
+
+  it.each([
+    ['reset throws', { fault: 'reset' }, {}, 'failed', /environment "faulty": reset failed: the map file is missing/, 0],
+    ['step throws after a good step', { fault: 'step', atStep: 1 }, {}, 'failed', /environment "faulty": step 1 failed: the simulator crashed at step 1/, 2],
+    ['the reward throws', { fault: 'reward' }, {}, 'failed', /reward "test-throws" threw: the grading service is down/, 1],
+    ['a step outlives env.stepTimeoutS', { fault: 'slow-step', slowStepMs: 4000, stepTimeoutS: 1 }, {}, 'env_timeout', /took longer than 1 s \(env\.stepTimeoutS\)/, 1],
+    ['the episode outlives agent.episodeTimeoutS', { fault: 'slow-step', slowStepMs: 1500, maxSteps: 10 }, { maxTurns: 10, episodeTimeoutS: 2 }, 'timeout', /longer than 2 s \(agent\.episodeTimeoutS\)/, undefined],
+  ])('%s: the trajectory records why, keeps its turns, and is not scored', async (_case, env, agent, status, reason, turns) => {
+    const { summary, trajectories, group, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, ...env }, agent);
+    expect(summary.failedTrajectories).toBe(2);
+    expect(trajectories).toHaveLength(2);
+    for (const t of trajectories) {
+      expect(t.status).toBe(status);
+      expect(t.reason).toMatch(reason);
+      if (turns !== undefined) expect(t.turns).toBe(turns);
+      // The model turns done before the failure are stored, token for token.
+      expect(await store.getTurns(runId, t.trajectoryId)).toHaveLength(t.turns);
+    }
+    expect(group.trajectoryIds).toEqual([]);
+    expect(group.failed.map((f) => f.reason)).toEqual(trajectories.map((t) => expect.stringContaining(`${status}: `)));
+  });
+
+  it('a hanging tool times out into a result the model reads; the episode goes on', async () => {
+    const { summary, trajectories, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, fault: 'tool', atStep: 0, maxSteps: 2 });
+    expect(summary.failedTrajectories).toBe(0);
+    for (const t of trajectories) {
+      expect(t).toMatchObject({ status: 'max_steps', envSteps: 2, turns: 2 });
+      const [, second] = await store.getTurns(runId, t.trajectoryId);
+      expect(second.messages).toEqual([{ role: 'user', content: 'tool "test-hangs" timed out after 300 ms' }]);
+    }
+  });
+});
