@@ -15,6 +15,7 @@ import { ChatMessage, decode, renderContinuation, renderConversationStart, STOP_
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { tracer } from '../src/trace/recorder';
 
 export interface GenerateInput {
   runId: string;
@@ -106,7 +107,9 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
         if (latest === undefined || latest < target) {
           throw new Error(`run ${need.runId} has published no weights version >= ${target} (latest: ${latest ?? 'none'})`);
         }
-        const version = await provider.loadWeights(checkpoints.file(need.runId, latest));
+        // Weight sync, traced under the generate call that started it (others wait inside theirs).
+        const from = loaded?.version ?? -1;
+        const version = await tracer.span('weights.load', { from, to: latest }, () => provider.loadWeights(checkpoints.file(need.runId, latest)));
         loaded = { runId: need.runId, version };
         logger.info({ runId: need.runId, version }, 'switched to published weights');
       })().finally(() => {
@@ -140,15 +143,19 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
     // start-to-close timeout, so the turn is retried elsewhere promptly.
     const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
     try {
-      const result = await provider.generate({
-        promptIds,
-        sampling: {
-          maxTokens: Math.min(input.sampling.maxTokens, maxContext - promptIds.length),
-          temperature: input.sampling.temperature,
-          topP: input.sampling.topP,
-          seed: samplingSeed(input.runSeed, trajectoryId, turn),
-          stopTokens: STOP_TOKENS,
-        },
+      const result = await tracer.span('sample', { promptTokens: promptIds.length }, async (span) => {
+        const sampled = await provider.generate({
+          promptIds,
+          sampling: {
+            maxTokens: Math.min(input.sampling.maxTokens, maxContext - promptIds.length),
+            temperature: input.sampling.temperature,
+            topP: input.sampling.topP,
+            seed: samplingSeed(input.runSeed, trajectoryId, turn),
+            stopTokens: STOP_TOKENS,
+          },
+        });
+        span.set({ tokens: sampled.completionIds.length, queueMs: Math.round(sampled.queueMs), version: sampled.policyVersion });
+        return sampled;
       });
       const record = await store.putTurnOnce(runId, {
         trajectoryId,

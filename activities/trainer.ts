@@ -26,6 +26,7 @@ import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/files';
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
 import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
+import { tracer } from '../src/trace/recorder';
 
 export interface TrainerDeps {
   model: ModelSettings;
@@ -99,6 +100,22 @@ function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS
   return runStartedAt === undefined ? {} : { elapsedS: (now - runStartedAt) / 1000 };
 }
 
+/**
+ * Staleness of a train batch: how many versions older than the trained version `baseVersion` the
+ * policy that sampled each token was (max and token mean), as trace counters.
+ */
+function traceStaleness(baseVersion: number, tokenVersions: readonly number[]): void {
+  if (!tracer.enabled || tokenVersions.length === 0) return;
+  let max = 0;
+  let sum = 0;
+  for (const v of tokenVersions) {
+    const lag = baseVersion - v;
+    if (lag > max) max = lag;
+    sum += lag;
+  }
+  tracer.counter('staleness', { max, mean: sum / tokenVersions.length });
+}
+
 function evaluationFile(dataDir: string, runId: string, version: number): string {
   return path.join(trainDir(dataDir, runId), `eval-v${String(version).padStart(6, '0')}.json`);
 }
@@ -121,9 +138,15 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     };
   }
 
+  /**
+   * Weight publish: the checkpoint (weights + optimizer state) is written to a temporary file and
+   * renamed into place, which is the moment inference workers can load it.
+   */
   async function publish(runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
     const file = checkpoints.file(runId, version);
-    await writeAtomically(file, (temp) => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }));
+    await tracer.span('weights.publish', { version }, () =>
+      writeAtomically(file, (temp) => tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }))),
+    );
   }
 
   /** The trainer at (runId, version): the one in memory, or one restored from that checkpoint. */
@@ -131,12 +154,14 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     if (current?.runId === runId && current.version === version) return current.trainer;
     current?.trainer.dispose();
     current = undefined;
-    const checkpoint = await loadTrainerCheckpoint(checkpoints.file(runId, version));
-    // The KL penalty's reference is the run's version 0: the policy RL started from.
-    const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(checkpoints.file(runId, 0))).weights : undefined;
-    const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer, reference });
-    current = { runId, version, trainer };
-    return trainer;
+    return tracer.span('checkpoint.load', { version }, async () => {
+      const checkpoint = await loadTrainerCheckpoint(checkpoints.file(runId, version));
+      // The KL penalty's reference is the run's version 0: the policy RL started from.
+      const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(checkpoints.file(runId, 0))).weights : undefined;
+      const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer, reference });
+      current = { runId, version, trainer };
+      return trainer;
+    });
   }
 
   /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
@@ -177,6 +202,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
     const samples: TrainingSample[] = [];
     const trajectoryAdvantages: number[] = [];
     const tokenVersions: number[] = [];
+    const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
     for (const group of input.groups) {
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
       trajectoryAdvantages.push(...advantages);
@@ -189,6 +215,8 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
         }
       }
     }
+    loading.end({ sequences: samples.length });
+    traceStaleness(baseVersion, tokenVersions);
     Context.current().heartbeat();
     const train = trainer.trainBatch(samples);
     Context.current().heartbeat();

@@ -129,6 +129,21 @@ export const EvalConfigSchema = z.strictObject({
   temperature: z.number().positive().default(1e-3),
 });
 
+/**
+ * Always-on tracing of every RL stage (src/trace): spans and counters appended by each worker
+ * process to rolling JSONL files under <dataDir>/runs/<runId>/trace/; `trajflow trace <run>`
+ * merges them into one Perfetto (Chrome trace-event) file.
+ */
+export const TraceConfigSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** A trace file is closed and the next one started before it grows past this many bytes. */
+  maxFileBytes: positiveInt.min(4096).default(16 * 1024 * 1024),
+  /** Files kept per run, role and process; the oldest is deleted when one more starts. 0 = all. */
+  maxFiles: z.number().int().nonnegative().default(64),
+  /** How often buffered events are written out (and always at shutdown). */
+  flushIntervalMs: positiveInt.default(1000),
+});
+
 export const RunConfigSchema = z.strictObject({
   /**
    * Modules that register environments, agents, tools and rewards (each exports
@@ -151,6 +166,7 @@ export const RunConfigSchema = z.strictObject({
   rollout: RolloutConfigSchema.prefault({}),
   trainer: TrainerConfigSchema.prefault({}),
   eval: EvalConfigSchema.prefault({}),
+  trace: TraceConfigSchema.prefault({}),
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
@@ -161,3 +177,4 @@ export type RewardConfig = z.infer<typeof RewardConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;
 export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
 export type EvalConfig = z.infer<typeof EvalConfigSchema>;
+export type TraceConfig = z.infer<typeof TraceConfigSchema>;

@@ -1,5 +1,5 @@
 /** Where the project lives on disk, found from this file so it works from sources and from dist/. */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 function findProjectRoot(start: string): string {
@@ -10,3 +10,12 @@ function findProjectRoot(start: string): string {
 }
 
 export const PROJECT_ROOT = findProjectRoot(__dirname);
+
+/**
+ * This code's build, for worker compatibility checks: `TRAJFLOW_BUILD_ID` when a deployment sets
+ * one (a git sha, an image tag), else the package version.
+ */
+export function buildId(): string {
+  const version = (JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  return process.env.TRAJFLOW_BUILD_ID || `trajflow@${version}`;
+}

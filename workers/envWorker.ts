@@ -8,6 +8,7 @@ import { createEnvActivities, createSessionActivities, SessionRegistry } from '.
 import type { Logger } from '../src/log';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { traceActivities } from '../src/trace/activityInterceptor';
 import { sessionQueueFor, taskQueuesFor } from './taskQueues';
 
 export interface EnvWorkers {
@@ -24,7 +25,7 @@ export async function createEnvWorkers(config: RunConfig, connection: NativeConn
   if (swept.length > 0) logger.info({ removed: swept.length }, 'removed sandbox directories of dead env workers');
   const sessions = new SessionRegistry();
   const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
-  const common = { connection, namespace: config.temporal.namespace };
+  const common = { connection, namespace: config.temporal.namespace, interceptors: { activity: [traceActivities(config.dataDir, 'env')] } };
   const shared = await Worker.create({
     ...common,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).env,

@@ -12,6 +12,7 @@ import type { InferenceProvider } from '../src/inference/provider';
 import type { Logger } from '../src/log';
 import { EngineStatsReporter } from '../src/inference/statsReporter';
 import { CheckpointStore } from '../src/store/checkpointStore';
+import { traceActivities } from '../src/trace/activityInterceptor';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { taskQueuesFor } from './taskQueues';
 
@@ -36,6 +37,7 @@ export async function createInferenceWorker(
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).inference,
     activities,
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
+    interceptors: { activity: [traceActivities(config.dataDir, 'inference')] },
   });
   const stats = new EngineStatsReporter(provider, path.join(config.dataDir, 'engines'));
   return { worker, provider, stats };

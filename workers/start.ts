@@ -11,6 +11,7 @@ import type { InferenceProvider } from '../src/inference/provider';
 import { installTemporalLogging, Logger } from '../src/log';
 import { loadPluginModules } from '../src/plugins/modules';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { tracer } from '../src/trace/recorder';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
@@ -48,6 +49,8 @@ export interface StartOptions {
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
   installTemporalLogging(logger);
+  // Before the engine starts: its thread records only if tracing is on (config `trace`).
+  tracer.configure(config.trace ?? {});
   // Sessions and the trainer's warm-up and evaluation create the config's environments and agents.
   loadPluginModules(config.modules);
   const connection = await NativeConnection.connect({ address: config.temporal.address });
@@ -77,6 +80,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   const done = Promise.all(workers.map((w) => w.run())).then(async () => {
     for (const cleanup of cleanups) await cleanup();
     await connection.close();
+    await tracer.flush();
   });
   logger.info({ roles, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
   return {

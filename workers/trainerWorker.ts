@@ -9,6 +9,7 @@ import { createTrainerActivities } from '../activities/trainer';
 import type { Logger } from '../src/log';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { traceActivities } from '../src/trace/activityInterceptor';
 import { taskQueuesFor } from './taskQueues';
 
 export async function createTrainerWorker(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<Worker> {
@@ -18,5 +19,6 @@ export async function createTrainerWorker(config: RunConfig, connection: NativeC
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
     activities: createTrainerActivities({ model: config.model, store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
     maxConcurrentActivityTaskExecutions: 1,
+    interceptors: { activity: [traceActivities(config.dataDir, 'trainer')] },
   });
 }

@@ -4,7 +4,14 @@
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
+import { traceSinks } from '../src/trace/sinks';
 import { taskQueuesFor } from './taskQueues';
+
+/**
+ * Workflow interceptor modules bundled with the workflows: one trace span per workflow run. A
+ * prebuilt bundle (TRAJFLOW_WORKFLOW_BUNDLE) has them only if it was built with them.
+ */
+export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../src/trace/workflowInterceptors')];
 
 export async function createWorkflowWorker(config: RunConfig, connection: NativeConnection): Promise<Worker> {
   const bundlePath = process.env.TRAJFLOW_WORKFLOW_BUNDLE;
@@ -12,7 +19,11 @@ export async function createWorkflowWorker(config: RunConfig, connection: Native
     connection,
     namespace: config.temporal.namespace,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
-    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
+    ...(bundlePath
+      ? { workflowBundle: { codePath: bundlePath } }
+      : { workflowsPath: require.resolve('../workflows'), interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } }),
+    // Trace events workflows report (always registered: workflow code calls the sink either way).
+    sinks: traceSinks(config.dataDir),
     // Many small trajectories at once; the default cache is plenty, but keep tasks flowing.
     maxConcurrentWorkflowTaskExecutions: 40,
   });

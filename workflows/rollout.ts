@@ -27,6 +27,7 @@ import { admissionAllowance } from '../src/core/admission';
 import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { counterTracker } from '../src/trace/workflowSinks';
 import { groupWorkflow } from './group';
 import {
   admitSignal,
@@ -230,11 +231,18 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     while (status.groupsStarted < groupLimit() && freeSlots() > 0) await startGroup();
   }
 
+  // Trace counters (no history events: a sink, skipped on replay), recorded when they change.
+  const traceCounter = counterTracker();
   while (status.groupsFinished < groupLimit()) {
     await admit();
-    if (status.trajectoriesAdmitted < admissionEnd && freeSlots() <= 0 && status.trajectoriesInFlight < input.maxConcurrency) {
-      status.admissionBlocked++;
-    }
+    const blocked = status.trajectoriesAdmitted < admissionEnd && freeSlots() <= 0 && status.trajectoriesInFlight < input.maxConcurrency;
+    if (blocked) status.admissionBlocked++;
+    traceCounter(input.runId, 'rollout', {
+      in_flight: status.trajectoriesInFlight,
+      admission_blocked: blocked ? 1 : 0,
+      blocked_total: status.admissionBlocked,
+      policy_version: status.policyVersion,
+    });
     await condition(() => changed);
     changed = false;
     if (workflowInfo().continueAsNewSuggested) {
@@ -242,6 +250,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
       await continueAsNew<typeof rolloutWorkflow>(input, state);
     }
   }
+  traceCounter(input.runId, 'rollout', { in_flight: status.trajectoriesInFlight, admission_blocked: 0, blocked_total: status.admissionBlocked, policy_version: status.policyVersion });
   // Groups forwarded to the trainer by the last handlers must leave before this run closes.
   await condition(allHandlersFinished);
   return { ...status, runId: input.runId };

@@ -27,6 +27,7 @@ import {
 import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
 import { groupIdOf, rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
 import { episodeSpec, TrainingInput } from './types';
@@ -127,9 +128,17 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     await tellController((controller) => controller.signal(stopAdmissionSignal));
     return status();
   });
+  // Trace: when each group joined the queue (workflow memory, rebuilt by replay) and the depth.
+  const queuedAt = new Map<string, number>();
+  const traceCounter = counterTracker();
+  const traceQueue = () => traceCounter(input.runId, 'trainer queue', { groups_waiting: state.pending.length });
   setHandler(groupReadySignal, (group) => {
     const seen = state.trained.includes(group.groupId) || state.pending.some((g) => g.groupId === group.groupId);
-    if (!seen) state.pending.push(group);
+    if (!seen) {
+      state.pending.push(group);
+      queuedAt.set(group.groupId, Date.now());
+      traceQueue();
+    }
   });
 
   const evalEvery = input.eval?.everySteps ?? 0;
@@ -198,9 +207,16 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
     if (!batchReady()) break;
     const ids = batchIds();
     const batch = ids.map((id) => state.pending.find((g) => g.groupId === id)!);
+    const dequeuedAt = Date.now();
+    for (const id of ids) {
+      const since = queuedAt.get(id);
+      if (since !== undefined) traceSpan(input.runId, 'queue wait', 'queue', since, dequeuedAt, { group: id, step: state.step });
+      queuedAt.delete(id);
+    }
     const result = await trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt });
     state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
     state.trained.push(...batch.map((g) => g.groupId));
+    traceQueue();
     state.version = result.version;
     state.step++;
     state.lastMetrics = result.metrics;

@@ -2,6 +2,7 @@
  * The trajflow command line: the local Temporal server, workers by role, rollout jobs and their
  * status. Every command has --help.
  */
+import path from 'node:path';
 import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, loadRunConfig } from '../../config/load';
@@ -13,6 +14,7 @@ import { ensureTemporalBinary } from '../temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../temporal/devServer';
 import { formatSummary, runRollout } from './runRollout';
 import { formatCurve, runTraining } from './runTraining';
+import { exportRunTrace, traceDir } from '../trace/perfetto';
 
 const logger = createLogger('trajflow');
 
@@ -132,6 +134,29 @@ program
         process.stdout.write(`no progress available (${(err as Error).message}); is a workflow worker polling ${description.taskQueue}?\n`);
       }
     });
+  });
+
+program
+  .command('trace')
+  .description("merge a run's trace files (every process and role) into one Chrome trace-event JSON file for Perfetto UI")
+  .argument('<runId>', 'the run id')
+  .option('--data-dir <dir>', "data directory (default: the config's, else .trajflow)")
+  .option('-c, --config <file>', 'run config, for its data directory')
+  .option('-o, --out <file>', 'output file (default: <dataDir>/runs/<runId>/trace.json)')
+  .option('--from <seconds>', 'only what overlaps the window starting this many seconds after the first event', (v) => Number(v))
+  .option('--to <seconds>', '... and ending this many seconds after it', (v) => Number(v))
+  .action(async (runId, opts) => {
+    const dataDir: string = opts.dataDir ?? (opts.config ? loadRunConfig(opts.config).dataDir : '.trajflow');
+    const out: string = opts.out ?? path.join(path.dirname(traceDir(dataDir, runId)), 'trace.json');
+    const s = await exportRunTrace(dataDir, runId, out, { fromS: opts.from, toS: opts.to });
+    const lines = [
+      `${s.files} trace files -> ${s.out} (${(s.bytes / 1e6).toFixed(1)} MB): ${s.spans} spans, ${s.counters} counter values, ${((s.endUs - s.startUs) / 1e6).toFixed(1)} s`,
+      ...s.groups.map((g) => `  ${g.name}: ${g.spans} spans on ${g.lanes} lanes, ${g.counters} counter values`),
+      ...(s.derivedTrajectories > 0 ? [`  (${s.derivedTrajectories} trajectory spans derived from activity spans: no workflow worker traced them)`] : []),
+      ...(s.unreadableLines > 0 ? [`  (${s.unreadableLines} unreadable lines skipped: a process killed mid-write)`] : []),
+      'open it in https://ui.perfetto.dev (Open trace file)',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
   });
 
 /** Runs `fn` with a client for the config's Temporal address (the local default without one). */

@@ -9,6 +9,7 @@ import type { GenerateRequest, InferenceProvider } from '../inference/provider';
 import type { EngineResult, EngineTimings } from './engine';
 import type { EngineThreadData, EngineThreadOptions, FromThread, ToThread } from './engineThread';
 import { loadCheckpoint, type ModelWeights } from './weights';
+import { tracer } from '../trace/recorder';
 
 export type EmbeddedProviderOptions = EngineThreadOptions;
 
@@ -29,10 +30,12 @@ export class EmbeddedProvider implements InferenceProvider {
   /** Settles when the thread reports its engine ready, or fails first. */
   private readonly started: Promise<void>;
   private startupDone!: Pending;
+  private readonly stopFollowingTrace: () => void;
 
   /** Starts the thread and resolves once its engine is ready (rejects if the weights cannot load). */
   static async create(options: EmbeddedProviderOptions = {}): Promise<EmbeddedProvider> {
-    const provider = new EmbeddedProvider(startEngineThread(options));
+    // The thread traces while this process does (and follows it when it is switched).
+    const provider = new EmbeddedProvider(startEngineThread({ ...options, trace: options.trace ?? tracer.enabled }));
     try {
       await provider.started;
     } catch (err) {
@@ -47,6 +50,7 @@ export class EmbeddedProvider implements InferenceProvider {
     worker.on('message', (message: FromThread) => this.settle(message));
     worker.on('error', (err) => this.fail(err));
     worker.on('exit', (code) => this.fail(new Error(`engine thread exited (code ${code})`)));
+    this.stopFollowingTrace = tracer.onEnabledChange((enabled) => void this.call({ type: 'trace', enabled }).catch(() => undefined));
   }
 
   generate(request: GenerateRequest): Promise<EngineResult> {
@@ -64,14 +68,16 @@ export class EmbeddedProvider implements InferenceProvider {
 
   /** Loads a checkpoint file (as the trainer publishes them) and switches to it between steps. */
   async loadWeights(checkpointFile: string): Promise<number> {
-    const { weights, policyVersion } = await loadCheckpoint(checkpointFile);
-    await this.setWeights(weights, policyVersion);
+    const { weights, policyVersion } = await tracer.span('weights.read', undefined, () => loadCheckpoint(checkpointFile));
+    await tracer.span('weights.apply', { version: policyVersion }, () => this.setWeights(weights, policyVersion));
     return policyVersion;
   }
 
   /** Stops the thread; calls still in flight reject. */
   async close(): Promise<void> {
     if (this.failure) return;
+    // The thread's last trace events come before its reply.
+    await this.call({ type: 'trace', flush: true }).catch(() => undefined);
     this.fail(new Error('EmbeddedProvider is closed'));
     await this.worker.terminate();
   }
@@ -93,6 +99,7 @@ export class EmbeddedProvider implements InferenceProvider {
   private settle(message: FromThread): void {
     if (message.type === 'ready') return this.startupDone.resolve(undefined);
     if (message.type === 'startFailed') return this.fail(new Error(message.message));
+    if (message.type === 'traceEvents') return tracer.ingest(message.entries);
     const pending = this.pending.get(message.id);
     if (!pending) return;
     this.pending.delete(message.id);
@@ -103,6 +110,7 @@ export class EmbeddedProvider implements InferenceProvider {
   }
 
   private fail(error: Error): void {
+    this.stopFollowingTrace?.();
     this.failure ??= error;
     this.startupDone.reject(this.failure);
     for (const { reject } of this.pending.values()) reject(this.failure);

@@ -10,6 +10,7 @@
  * of the batch, so a request gets exactly the tokens and logprobs it would get alone.
  */
 import { createRng, type Rng } from '../core/random';
+import { perfToUs, tracer } from '../trace/recorder';
 import type { EngineStats, FinishReason, GenerateRequest, GenerateResult } from '../inference/provider';
 import { initBackend } from './backend';
 import type { ModelConfig } from './config';
@@ -69,6 +70,8 @@ export class BatchingEngine {
   private closed = false;
   private readonly startedAt = performance.now();
   private readonly counters = { prefillMs: 0, prefillTokens: 0, decodeMs: 0, decodeTokens: 0, decodeSteps: 0, batchSizeSum: 0, generatedTokens: 0 };
+  /** Batch occupancy last traced, so the counter is recorded only when it changes. */
+  private tracedOccupancy = '';
 
   /** Starts the tfjs wasm backend if needed, then the engine. */
   static async create(options: EngineOptions): Promise<BatchingEngine> {
@@ -119,10 +122,12 @@ export class BatchingEngine {
     if (this.closed) throw new Error('engine is closed');
     if (!Number.isSafeInteger(version) || version < 0) throw new Error(`policy version must be a non-negative integer, got ${version}`);
     assertWeightsFit(weights, this.config);
+    const started = performance.now();
     const previous = this.weights;
     this.weights = toTensorWeights(weights);
     this.policyVersion = version;
     disposeTensorWeights(previous);
+    if (tracer.enabled) tracer.complete('weights.swap', perfToUs(started), perfToUs(performance.now()), { cat: 'engine', role: 'inference', attrs: { version } });
   }
 
   stats(): EngineTimings {
@@ -174,8 +179,12 @@ export class BatchingEngine {
       } catch (err) {
         sequence.reject(err as Error);
       }
-      this.counters.prefillMs += performance.now() - started;
+      const ended = performance.now();
+      this.counters.prefillMs += ended - started;
       this.counters.prefillTokens += sequence.request.promptIds.length;
+      if (tracer.enabled) {
+        tracer.complete('prefill', perfToUs(started), perfToUs(ended), { cat: 'engine', role: 'inference', attrs: { tokens: sequence.request.promptIds.length } });
+      }
     }
   }
 
@@ -202,7 +211,26 @@ export class BatchingEngine {
       this.running = [];
     }
     if (this.running.length === 0) this.cache.dispose();
-    this.counters.decodeMs += performance.now() - started;
+    const ended = performance.now();
+    this.counters.decodeMs += ended - started;
+    if (tracer.enabled) {
+      tracer.complete('decode', perfToUs(started), perfToUs(ended), { cat: 'engine', role: 'inference', attrs: { batch: batch.length } });
+      this.traceOccupancy(batch.length, perfToUs(started));
+      // Going idle: the counter drops to 0 until the next step.
+      if (this.running.length === 0 && this.waiting.length === 0) this.traceOccupancy(0, perfToUs(ended));
+    }
+  }
+
+  /**
+   * Engine counters (recorded only when they change): sequences in the decode step starting at
+   * `atUs`, requests waiting to join, and the batch's fill in percent of maxBatch.
+   */
+  private traceOccupancy(batch: number, atUs: number): void {
+    const waiting = this.waiting.length;
+    const key = `${batch}/${waiting}`;
+    if (key === this.tracedOccupancy) return;
+    this.tracedOccupancy = key;
+    tracer.counter('engine', { batch, waiting, occupancy_pct: Math.round((100 * batch) / this.maxBatch) }, { role: 'inference', atUs });
   }
 
   /** Samples the sequence's next token from `logits`; resolves it and returns true if it is done. */

@@ -8,6 +8,7 @@ import { configDifferences, modelConfig, type ModelConfig } from './config';
 import { BatchingEngine, type EngineResult, type EngineTimings } from './engine';
 import { initWeights, loadCheckpoint, type Checkpoint, type ModelWeights } from './weights';
 import type { GenerateRequest } from '../inference/provider';
+import { tracer, type TraceEntry } from '../trace/recorder';
 
 export interface EngineThreadOptions {
   /** Architecture; fields left out take the defaults. A checkpoint must match it. */
@@ -17,12 +18,16 @@ export interface EngineThreadOptions {
   /** Checkpoint file to load the weights and policy version from. */
   checkpoint?: string;
   maxBatch?: number;
+  /** Record engine trace events (prefill, decode steps, occupancy) and post them to the parent. */
+  trace?: boolean;
 }
 
 export type ToThread =
   | { type: 'generate'; id: number; request: GenerateRequest }
   | { type: 'stats'; id: number }
-  | { type: 'setWeights'; id: number; weights: ModelWeights; version: number };
+  | { type: 'setWeights'; id: number; weights: ModelWeights; version: number }
+  /** Turn engine tracing on or off; off (and `flush`) posts what is buffered first. */
+  | { type: 'trace'; id: number; enabled?: boolean; flush?: boolean };
 
 export type FromThread =
   | { type: 'ready' }
@@ -30,7 +35,9 @@ export type FromThread =
   | { type: 'result'; id: number; result: EngineResult }
   | { type: 'stats'; id: number; stats: EngineTimings }
   | { type: 'done'; id: number }
-  | { type: 'error'; id: number; message: string };
+  | { type: 'error'; id: number; message: string }
+  /** Buffered trace events, posted about once a second while tracing is on. */
+  | { type: 'traceEvents'; entries: TraceEntry[] };
 
 /** The weights the options name: the checkpoint's (checked against the architecture) or fresh ones. */
 async function resolveWeights({ model, seed = 0, checkpoint }: EngineThreadOptions): Promise<Checkpoint> {
@@ -46,6 +53,9 @@ async function resolveWeights({ model, seed = 0, checkpoint }: EngineThreadOptio
 
 async function serve(port: NonNullable<typeof parentPort>, options: EngineThreadOptions): Promise<void> {
   const post = (message: FromThread) => port.postMessage(message);
+  // Trace events go to the parent thread, whose recorder writes them to its files.
+  tracer.forwardTo((entries) => post({ type: 'traceEvents', entries }));
+  tracer.setEnabled(options.trace === true);
   let engine: BatchingEngine;
   try {
     const { weights, policyVersion } = await resolveWeights(options);
@@ -62,6 +72,10 @@ async function serve(port: NonNullable<typeof parentPort>, options: EngineThread
         engine.generate(message.request).then((result) => post({ type: 'result', id: message.id, result }), fail);
       } else if (message.type === 'stats') {
         post({ type: 'stats', id: message.id, stats: engine.stats() });
+      } else if (message.type === 'trace') {
+        if (message.enabled !== undefined) tracer.setEnabled(message.enabled);
+        tracer.flushForward();
+        post({ type: 'done', id: message.id });
       } else {
         engine.setWeights(message.weights, message.version);
         post({ type: 'done', id: message.id });

@@ -28,6 +28,7 @@ import {
   type MaskedSequence,
   type TrainingSample,
 } from './loss';
+import { perfToUs, tracer } from '../trace/recorder';
 
 export type { MaskedSequence, TrainingSample } from './loss';
 
@@ -168,9 +169,15 @@ export class PolicyTrainer {
       });
       const optimizerStarted = performance.now();
       gradNormSum += this.applyGradients(grads, this.learningRate);
+      const optimizerEnded = performance.now();
       lossSum += loss;
       timings.forwardBackwardMs += optimizerStarted - forwardStarted;
-      timings.optimizerMs += performance.now() - optimizerStarted;
+      timings.optimizerMs += optimizerEnded - optimizerStarted;
+      if (tracer.enabled) {
+        const attrs = { sequences: minibatch.length, tokens: maskedTokens(minibatch) };
+        tracer.complete('forward/backward', perfToUs(forwardStarted), perfToUs(optimizerStarted), { cat: 'trainer', role: 'trainer', attrs });
+        tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
+      }
     }
     const tokens = maskedTokens(samples);
     return {

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import type { Rng } from '../core/random';
 import type { ParsedToolCall } from './parsers';
+import { tracer } from '../trace/recorder';
 
 export interface ToolContext {
   /** Aborted when the call times out or its caller cancels it; long-running tools should stop. */
@@ -88,7 +89,16 @@ export interface RunToolOptions {
  * a tool that hangs is abandoned after its timeout (its signal aborted, so a well-behaved tool
  * stops) and one that throws becomes an error result.
  */
-export async function runToolCall(call: ParsedToolCall, tools: readonly Tool[], options: RunToolOptions): Promise<ToolResult> {
+export function runToolCall(call: ParsedToolCall, tools: readonly Tool[], options: RunToolOptions): Promise<ToolResult> {
+  // A trace span per tool call (inside the env step that made it, when traced).
+  return tracer.span('tool', { tool: call.name }, async (span) => {
+    const result = await runToolCallUntraced(call, tools, options);
+    if (!result.ok) span.set({ ok: false });
+    return result;
+  });
+}
+
+async function runToolCallUntraced(call: ParsedToolCall, tools: readonly Tool[], options: RunToolOptions): Promise<ToolResult> {
   const validated = validateToolCall(call, tools);
   if (!validated.ok) return validated;
   const { tool, args } = validated;
