@@ -32,7 +32,11 @@ export function testConfig(name: string, overrides: Record<string, Record<string
     rollout: { groups: 4, groupSize: 4, maxConcurrency: 8 },
     inference: { maxBatch: 16 },
   };
-  for (const [key, value] of Object.entries(overrides)) sections[key] = { ...sections[key], ...value };
+  for (const [key, value] of Object.entries(overrides)) {
+    // Another environment replaces the FrozenLake defaults, whose options it would not know.
+    const otherEnv = key === 'env' && value.name !== undefined && value.name !== sections.env.name;
+    sections[key] = otherEnv ? value : { ...sections[key], ...value };
+  }
   return parseRunConfig({ ...sections, ...topLevel, dataDir: mkdtempSync(path.join(base, `${name}-`)) }, `test config ${name}`);
 }
 

@@ -92,7 +92,35 @@ class FaultyEnvironment extends BaseEnvironment<string, string> {
   }
 }
 
+const longTalkOptions = z.strictObject({
+  /** Characters per observation. */
+  observationChars: z.number().int().positive().default(1500),
+  /** Steps before the episode is truncated. */
+  steps: z.number().int().positive().default(24),
+});
+
+/** Long observations for many steps: a trajectory of tens of thousands of tokens. */
+class LongTalk extends BaseEnvironment<string, string> {
+  private step_ = 0;
+  constructor(private readonly options: z.output<typeof longTalkOptions>) {
+    super();
+  }
+  private observation(): string {
+    const line = `Step ${this.step_}: the quick brown fox jumps over the lazy dog. `;
+    return line.repeat(Math.ceil(this.options.observationChars / line.length)).slice(0, this.options.observationChars);
+  }
+  reset(): string {
+    return this.observation();
+  }
+  step(): StepResult<string> {
+    this.step_++;
+    const done = this.step_ >= this.options.steps;
+    return { observation: this.observation(), reward: 0, done, info: { outcome: 'talked', truncated: done } };
+  }
+}
+
 export function register(trajflow: PluginApi): void {
+  trajflow.registerEnvironment('long-talk', { options: longTalkOptions, create: (options) => new LongTalk(options) });
   trajflow.registerEnvironment('say-the-word', {
     options: z.strictObject({}),
     create: (_options, { seed }) => new SayTheWord(seed),
