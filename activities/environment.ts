@@ -14,6 +14,8 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { AgentConfig, EnvConfig } from '../config/schema';
 import type { NextTurn } from '../src/agents/agent';
+import type { Compatibility } from '../src/core/compatibility';
+import { refuseIfIncompatible } from './compatibility';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -67,11 +69,14 @@ export class SessionRegistry {
 
 export interface EnvResetInput {
   sessionId: string;
+  /** Absent in trajectories started before it was sent. */
+  runId?: string;
   env: EnvConfig;
   agent: AgentConfig;
   envSeed: number;
   /** The model's answers so far in this episode, replayed to rebuild a lost session. */
   replayAnswers: string[];
+  compatibility?: Compatibility;
 }
 
 export interface EnvResetOutput {
@@ -90,6 +95,8 @@ export interface EnvStepInput {
 export interface EnvDeps {
   sessions: SessionRegistry;
   sessionQueue: string;
+  /** This worker's code and config fingerprint. */
+  compatibility: Compatibility;
   store: TrajectoryStore;
   logger: Logger;
 }
@@ -120,8 +127,9 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
 }
 
 /** Shared env queue: opening sessions, rewards and the trajectory/group records. */
-export function createEnvActivities({ sessions, sessionQueue, store, logger }: EnvDeps) {
+export function createEnvActivities({ sessions, sessionQueue, compatibility, store, logger }: EnvDeps) {
   async function envReset(input: EnvResetInput): Promise<EnvResetOutput> {
+    refuseIfIncompatible('env', input.runId ?? input.sessionId, input.compatibility, compatibility, logger);
     const stepTimeoutMs = input.env.stepTimeoutS * 1000;
     const open = async () => {
       const { episode, first } = await Episode.open({ env: input.env, agent: input.agent, seed: input.envSeed });

@@ -9,12 +9,14 @@ import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { SamplingConfig } from '../config/schema';
 import { hashString } from '../src/core/random';
+import type { Compatibility } from '../src/core/compatibility';
 import type { TurnRecord } from '../src/core/records';
 import { nextPromptIds } from '../src/core/sequence';
 import { ChatMessage, decode, renderContinuation, renderConversationStart, STOP_TOKENS } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { refuseIfIncompatible } from './compatibility';
 import { tracer } from '../src/trace/recorder';
 
 export interface GenerateInput {
@@ -29,6 +31,8 @@ export interface GenerateInput {
   sampling: SamplingConfig;
   /** In a training run: sample with this run's published weights, version minVersion or newer. */
   policy?: PolicyRequirement;
+  /** The run's code and config; a worker that differs refuses the turn. */
+  compatibility?: Compatibility;
 }
 
 export interface PolicyRequirement {
@@ -56,6 +60,8 @@ export interface InferenceDeps {
   store: TrajectoryStore;
   checkpoints: CheckpointStore;
   maxContext: number;
+  /** This worker's code and config fingerprint. */
+  compatibility: Compatibility;
   logger: Logger;
 }
 
@@ -77,7 +83,7 @@ export function samplingSeed(runSeed: number, trajectoryId: string, turn: number
   return hashString(`${runSeed}/${trajectoryId}/${turn}`);
 }
 
-export function createInferenceActivities({ provider, store, checkpoints, maxContext, logger }: InferenceDeps) {
+export function createInferenceActivities({ provider, store, checkpoints, maxContext, compatibility, logger }: InferenceDeps) {
   /** The run and version of the weights the provider holds, once a training run set them. */
   let loaded: { runId: string; version: number } | undefined;
   let loading: Promise<void> | undefined;
@@ -122,6 +128,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
   async function generate(input: GenerateInput): Promise<GenerateOutput> {
     const { runId, trajectoryId, turn } = input;
     const log = logger.child({ runId, trajectoryId, turn });
+    refuseIfIncompatible('inference', runId, input.compatibility, compatibility, log);
     const stored = await store.getTurn(runId, trajectoryId, turn);
     if (stored) {
       log.info('turn already stored by an earlier attempt; returning it');

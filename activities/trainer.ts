@@ -12,6 +12,7 @@ import { Context } from '@temporalio/activity';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
+import type { Compatibility } from '../src/core/compatibility';
 import type { GroupSummary } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
@@ -23,6 +24,7 @@ import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { refuseIfIncompatible } from './compatibility';
 import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/files';
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
 import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
@@ -30,6 +32,8 @@ import { tracer } from '../src/trace/recorder';
 
 export interface TrainerDeps {
   model: ModelSettings;
+  /** This worker's code and config fingerprint. */
+  compatibility: Compatibility;
   store: TrajectoryStore;
   checkpoints: CheckpointStore;
   /** Where step results and metrics.jsonl go: <dataDir>/runs/<runId>/train/. */
@@ -44,6 +48,8 @@ export interface PrepareInput {
   /** The run's environment and agent: the format warm-up plays their episodes. */
   env: EnvConfig;
   agent: AgentConfig;
+  /** The run's code and config; a trainer that differs refuses the task. */
+  compatibility?: Compatibility;
 }
 
 export interface TrainStepInput {
@@ -56,6 +62,8 @@ export interface TrainStepInput {
   temperature: number;
   /** When the run started (epoch ms), for the learning curve's elapsed time. */
   runStartedAt?: number;
+  /** The run's code and config; a trainer that differs refuses the task. */
+  compatibility?: Compatibility;
 }
 
 export interface EvaluateInput {
@@ -67,6 +75,8 @@ export interface EvaluateInput {
   maxTokens: number;
   eval: EvalConfig;
   runStartedAt?: number;
+  /** The run's code and config; a trainer that differs refuses the task. */
+  compatibility?: Compatibility;
 }
 
 /** One evaluation, a line of eval.jsonl. */
@@ -121,7 +131,7 @@ function evaluationFile(dataDir: string, runId: string, version: number): string
 }
 
 
-export function createTrainerActivities({ model, store, checkpoints, dataDir, logger }: TrainerDeps) {
+export function createTrainerActivities({ model, compatibility, store, checkpoints, dataDir, logger }: TrainerDeps) {
   /** The trainer in memory and which run/version its weights are. */
   let current: { runId: string; version: number; trainer: PolicyTrainer } | undefined;
   /** When the previous step ended, and the engines' counters then: the idle/busy baselines. */
@@ -165,7 +175,8 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
   }
 
   /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
-  async function preparePolicy({ runId, trainer: config, temperature, env, agent }: PrepareInput): Promise<{ version: number; step: number }> {
+  async function preparePolicy({ runId, trainer: config, temperature, env, agent, ...input }: PrepareInput): Promise<{ version: number; step: number }> {
+    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
     const latest = await checkpoints.latestVersion(runId);
     // Each step publishes exactly one version, so the latest version is the number of steps done.
     if (latest !== undefined) return { version: latest, step: latest };
@@ -189,6 +200,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
 
   async function trainStep(input: TrainStepInput): Promise<TrainStepOutput> {
     const { runId, step, baseVersion } = input;
+    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
     const resultFile = stepFile(dataDir, runId, step);
     const done = await readJson<TrainStepOutput>(resultFile);
     if (done) {
@@ -253,6 +265,7 @@ export function createTrainerActivities({ model, store, checkpoints, dataDir, lo
   /** Evaluates a published version once (idempotent by version, like a train step by its number). */
   async function evaluate(input: EvaluateInput): Promise<EvaluationRecord> {
     const { runId, version } = input;
+    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
     const resultFile = evaluationFile(dataDir, runId, version);
     const done = await readJson<EvaluationRecord>(resultFile);
     if (done) return done;

@@ -13,7 +13,9 @@ import { createEnvActivities, createSessionActivities, SessionRegistry } from '.
 import { createInferenceActivities } from '../activities/inference';
 import { runRollout } from '../src/cli/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
+import { compatibilityOf } from '../src/core/compatibility';
 import { createLogger } from '../src/log';
+import { buildId } from '../src/paths';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
@@ -55,10 +57,11 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
   logger.level = 'warn';
   const store = new TrajectoryStore(config.dataDir);
   const sessions = new SessionRegistry();
-  const env = createEnvActivities({ sessions, sessionQueue: 'in-process', store, logger });
+  const compatibility = compatibilityOf(config, buildId());
+  const env = createEnvActivities({ sessions, sessionQueue: 'in-process', compatibility, store, logger });
   const session = createSessionActivities({ sessions });
   const checkpoints = new CheckpointStore(config.dataDir);
-  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, checkpoints, maxContext: config.model.maxContext, logger });
+  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, checkpoints, maxContext: config.model.maxContext, compatibility, logger });
   const timed = async <T>(fn: () => Promise<T>): Promise<T> => {
     const start = performance.now();
     const value = await fn();

@@ -5,7 +5,9 @@
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
+import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
+import { buildId } from '../src/paths';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
@@ -29,7 +31,7 @@ export async function createEnvWorkers(config: RunConfig, connection: NativeConn
   const shared = await Worker.create({
     ...common,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).env,
-    activities: createEnvActivities({ sessions, sessionQueue, store, logger }),
+    activities: createEnvActivities({ sessions, sessionQueue, compatibility: compatibilityOf(config, buildId()), store, logger }),
   });
   const own = await Worker.create({ ...common, taskQueue: sessionQueue, activities: createSessionActivities({ sessions }) });
   return { workers: [shared, own], sessions };

@@ -9,7 +9,9 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createInferenceActivities } from '../activities/inference';
 import type { InferenceProvider } from '../src/inference/provider';
+import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
+import { buildId } from '../src/paths';
 import { EngineStatsReporter } from '../src/inference/statsReporter';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
@@ -30,7 +32,7 @@ export async function createInferenceWorker(
   logger: Logger,
 ): Promise<InferenceWorker> {
   const checkpoints = new CheckpointStore(config.dataDir);
-  const activities = createInferenceActivities({ provider, store, checkpoints, maxContext: config.model.maxContext, logger });
+  const activities = createInferenceActivities({ provider, store, checkpoints, maxContext: config.model.maxContext, compatibility: compatibilityOf(config, buildId()), logger });
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,

@@ -6,7 +6,9 @@
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createTrainerActivities } from '../activities/trainer';
+import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
+import { buildId } from '../src/paths';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
@@ -17,7 +19,7 @@ export async function createTrainerWorker(config: RunConfig, connection: NativeC
     connection,
     namespace: config.temporal.namespace,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
-    activities: createTrainerActivities({ model: config.model, store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
+    activities: createTrainerActivities({ model: config.model, compatibility: compatibilityOf(config, buildId()), store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
     maxConcurrentActivityTaskExecutions: 1,
     interceptors: { activity: [traceActivities(config.dataDir, 'trainer')] },
   });

@@ -31,6 +31,7 @@ import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
 import { groupIdOf, rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
 import { episodeSpec, TrainingInput } from './types';
+import { untilMatchingWorker } from './workerMismatch';
 
 export interface TrainingState {
   version: number;
@@ -146,7 +147,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
   async function evaluateIfDue(): Promise<void> {
     if (!input.eval || evalEvery === 0) return;
     if (state.step % evalEvery !== 0 && state.step !== trainer.steps) return;
-    state.lastEvaluation = await evaluate({
+    const request = {
       runId: input.runId,
       runSeed: input.runSeed,
       version: state.version,
@@ -155,11 +156,15 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
       maxTokens: input.sampling.maxTokens,
       eval: input.eval,
       runStartedAt: state.startedAt,
-    });
+      compatibility: input.compatibility,
+    };
+    state.lastEvaluation = await untilMatchingWorker('an evaluation', () => evaluate(request));
   }
 
   if (!carried) {
-    const prepared = await preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature, env: input.env, agent: input.agent });
+    const prepared = await untilMatchingWorker('policy preparation', () =>
+      preparePolicy({ runId: input.runId, trainer, temperature: input.sampling.temperature, env: input.env, agent: input.agent, compatibility: input.compatibility }),
+    );
     state.version = prepared.version;
     state.step = prepared.step;
   }
@@ -213,7 +218,9 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
       if (since !== undefined) traceSpan(input.runId, 'queue wait', 'queue', since, dequeuedAt, { group: id, step: state.step });
       queuedAt.delete(id);
     }
-    const result = await trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt });
+    const result = await untilMatchingWorker(`train step ${state.step}`, () =>
+      trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt, compatibility: input.compatibility }),
+    );
     state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
     state.trained.push(...batch.map((g) => g.groupId));
     traceQueue();

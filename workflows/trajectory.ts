@@ -27,6 +27,7 @@ import type { TurnOutcome } from '../src/agents/episode';
 import type { TrajectoryStatus, TrajectorySummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
+import { untilMatchingWorker } from './workerMismatch';
 
 /** Type of the failure `SessionRegistry.get` raises; kept literal so no activity code is bundled. */
 const SESSION_LOST = 'SessionLost';
@@ -115,7 +116,8 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   const answers: string[] = [];
   let envRestores = 0;
   const sessionId = () => `${trajectoryId}.s${envRestores}`;
-  const openSession = () => envReset({ sessionId: sessionId(), env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers });
+  const openSession = () =>
+    untilMatchingWorker('an environment session', () => envReset({ sessionId: sessionId(), runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers, compatibility: input.compatibility }));
   let session: EnvResetOutput | undefined;
 
   /** Hands the answer of turn `answers.length` to the session, rebuilding it if it is lost. */
@@ -155,6 +157,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
         ...(turns > 0 && next.freshContext ? { freshContext: true } : {}),
         sampling: input.sampling,
         policy,
+        compatibility: input.compatibility,
       });
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         [status, reason] = ['max_context', `context full (${reply.contextTokens} tokens) before turn ${turns}`];

@@ -1,5 +1,6 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
 import type { AgentConfig, EnvConfig, EvalConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
+import type { Compatibility } from '../src/core/compatibility';
 
 export interface TaskQueues {
   workflows: string;
@@ -20,6 +21,8 @@ export interface EpisodeSpec {
   /** Optional so workflows started before rewards were configurable still replay. */
   reward?: RewardConfig;
   taskQueues: TaskQueues;
+  /** The code and config the run started with; workers that differ refuse its tasks. */
+  compatibility?: Compatibility;
 }
 
 export interface TrajectoryInput extends EpisodeSpec {
@@ -77,6 +80,6 @@ export interface TrainingInput extends EpisodeSpec {
 
 /** The shared episode fields of a larger input, without its own extras. */
 export function episodeSpec(input: EpisodeSpec): EpisodeSpec {
-  const { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues } = input;
-  return { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues };
+  const { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, compatibility } = input;
+  return { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, compatibility };
 }

@@ -7,6 +7,8 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { RunConfig } from '../../config/schema';
 import type { Logger } from '../log';
+import { compatibilityOf } from '../core/compatibility';
+import { buildId } from '../paths';
 import { describeEnvironment } from '../plugins/registry';
 import { startDevServer } from '../temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../../workers/start';
@@ -27,6 +29,7 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     sampling: config.sampling,
     reward: config.reward,
     taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
+    compatibility: compatibilityOf(config, buildId()),
   };
 }
 

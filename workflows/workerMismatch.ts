@@ -1,0 +1,27 @@
+/**
+ * Waiting out workers that do not match the run. A worker whose code or config differs from the
+ * run's refuses its tasks (activities/compatibility.ts); once Temporal's retries of such a refusal
+ * run out, the workflow keeps asking instead of failing, since a matching worker may yet start.
+ */
+import { ActivityFailure, ApplicationFailure, log, sleep } from '@temporalio/workflow';
+
+/** Failure type of a refusal; kept literal so no activity code is bundled into workflows. */
+const WORKER_MISMATCH = 'WorkerMismatch';
+const ASK_AGAIN_AFTER = '10 seconds';
+
+export function isWorkerMismatch(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === WORKER_MISMATCH;
+}
+
+/** `call`, again and again while only mismatched workers answer it. */
+export async function untilMatchingWorker<T>(what: string, call: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!isWorkerMismatch(err)) throw err;
+      log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, { reason: (err as ActivityFailure).cause?.message });
+      await sleep(ASK_AGAIN_AFTER);
+    }
+  }
+}
