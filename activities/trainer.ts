@@ -188,7 +188,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
     if (config.formatWarmupSteps > 0) {
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
-      const { losses } = await runFormatWarmup(trainer, { steps: config.formatWarmupSteps, seed, env, agent }).finally(() => clearInterval(heartbeat));
+      const { losses } = await runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }).finally(() => clearInterval(heartbeat));
       logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
     }
     trainer.resetOptimizer();

@@ -118,6 +118,11 @@ export const TrainerConfigSchema = z.strictObject({
   weightSync: z.enum(['episode', 'turn']).default('turn'),
   /** Supervised steps on generated answer-format examples (not solutions) before RL; 0 = off. */
   formatWarmupSteps: z.number().int().nonnegative().default(0),
+  /**
+   * Adam's step size during the warm-up (its own: the warm-up is supervised). High rates learn the
+   * format fastest but may lose what an answer should depend on (the observation) again.
+   */
+  formatWarmupLearningRate: z.number().positive().default(1e-2),
 });
 
 export const EvalConfigSchema = z.strictObject({

@@ -148,7 +148,13 @@ program
   .action(async (runId, opts) => {
     const dataDir: string = opts.dataDir ?? (opts.config ? loadRunConfig(opts.config).dataDir : '.trajflow');
     const out: string = opts.out ?? path.join(path.dirname(traceDir(dataDir, runId)), 'trace.json');
-    const s = await exportRunTrace(dataDir, runId, out, { fromS: opts.from, toS: opts.to });
+    let s: Awaited<ReturnType<typeof exportRunTrace>>;
+    try {
+      s = await exportRunTrace(dataDir, runId, out, { fromS: opts.from, toS: opts.to });
+    } catch (err) {
+      process.stderr.write(`${(err as Error).message}\n`);
+      process.exit(1);
+    }
     const lines = [
       `${s.files} trace files -> ${s.out} (${(s.bytes / 1e6).toFixed(1)} MB): ${s.spans} spans, ${s.counters} counter values, ${((s.endUs - s.startUs) / 1e6).toFixed(1)} s`,
       ...s.groups.map((g) => `  ${g.name}: ${g.spans} spans on ${g.lanes} lanes, ${g.counters} counter values`),

@@ -76,8 +76,14 @@ export class EmbeddedProvider implements InferenceProvider {
   /** Stops the thread; calls still in flight reject. */
   async close(): Promise<void> {
     if (this.failure) return;
-    // The thread's last trace events come before its reply.
-    await this.call({ type: 'trace', flush: true }).catch(() => undefined);
+    // The thread's last trace events come before its reply (not waited for long: a stuck thread
+    // must still close).
+    if (tracer.enabled) {
+      let timer: NodeJS.Timeout | undefined;
+      const giveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2_000)));
+      await Promise.race([this.call({ type: 'trace', flush: true }).catch(() => undefined), giveUp]);
+      clearTimeout(timer);
+    }
     this.fail(new Error('EmbeddedProvider is closed'));
     await this.worker.terminate();
   }

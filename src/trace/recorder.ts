@@ -70,14 +70,17 @@ export const ACTIVE_GRACE_MS = 10_000;
 /** Trace file format version, in every file's header line. */
 export const TRACE_FORMAT = 1;
 
+/** This thread's performance clock origin (epoch ms); read once, the getter is not free. */
+const TIME_ORIGIN = performance.timeOrigin;
+
 /** Wall-clock epoch microseconds, monotonic within a thread. */
 export function nowUs(): number {
-  return (performance.timeOrigin + performance.now()) * 1000;
+  return (TIME_ORIGIN + performance.now()) * 1000;
 }
 
 /** A `performance.now()` reading of this thread as epoch microseconds. */
 export function perfToUs(perfMs: number): number {
-  return (performance.timeOrigin + perfMs) * 1000;
+  return (TIME_ORIGIN + perfMs) * 1000;
 }
 
 export interface Span {
@@ -121,7 +124,8 @@ export class LiveSpan implements Span {
   ) {}
 
   set(attrs: Attrs): void {
-    this.attrs = this.attrs ? Object.assign(this.attrs, attrs) : { ...attrs };
+    // A copy: the attributes passed to begin() may be the caller's object.
+    this.attrs = { ...this.attrs, ...attrs };
   }
 
   end(attrs?: Attrs): void {
@@ -137,13 +141,12 @@ interface ActiveRun {
   run: string;
   open: number;
   lastMs: number;
+  /** Scopes of this run by role, for events routed here from no run of their own. */
+  scopes: Map<string, Required<TraceScope>>;
 }
 
-interface Buffered {
-  key: string;
-  scope: Required<TraceScope>;
-  event: TraceEvent;
-}
+/** A buffered event and its scope (run and data directory set). */
+type Buffered = [Required<TraceScope>, TraceEvent];
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
@@ -358,9 +361,10 @@ export class Recorder {
     const parent = options.parent === null ? undefined : (options.parent ?? (options.scope ? undefined : this.resolver?.()));
     const scope = options.scope ?? parent?.scope ?? { role: options.role ?? 'process' };
     if (parent) parent.hasChildren = true;
+    const startUs = nowUs();
     // Top-level spans keep their run active here (process-level events such as decode steps go to it).
-    if (!parent && scope.run !== undefined && scope.dataDir !== undefined) this.runOpened(scope.dataDir, scope.run);
-    return new LiveSpan(this, this.nextId++, scope, name, options.cat ?? parent?.cat ?? 'span', nowUs(), parent?.id, options.attrs && { ...options.attrs });
+    if (!parent && scope.run !== undefined && scope.dataDir !== undefined) this.runOpened(scope.dataDir, scope.run, startUs / 1000);
+    return new LiveSpan(this, this.nextId++, scope, name, options.cat ?? parent?.cat ?? 'span', startUs, parent?.id, options.attrs);
   }
 
   /** Runs `fn` (sync or async) inside a span that ends when it returns or settles. */
@@ -400,7 +404,7 @@ export class Recorder {
     const event: TraceEvent = { ph: 'X', name, cat: options.cat ?? parent?.cat ?? 'span', ts, dur: Math.max(0, Math.round(endUs) - ts) };
     if (parent) event.p = parent.id;
     if (options.attrs) event.args = options.attrs;
-    if (scope.run !== undefined && scope.dataDir !== undefined) this.touchRun(scope.dataDir, scope.run);
+    if (scope.run !== undefined && scope.dataDir !== undefined) this.touchRun(scope.dataDir, scope.run, endUs / 1000);
     this.route(scope, event);
   }
 
@@ -408,8 +412,9 @@ export class Recorder {
   counter(name: string, values: Record<string, number>, options: Pick<SpanOptions, 'scope' | 'role'> & { atUs?: number } = {}): void {
     if (!this.isEnabled) return;
     const scope = options.scope ?? this.resolver?.()?.scope ?? { role: options.role ?? 'process' };
-    if (scope.run !== undefined && scope.dataDir !== undefined) this.touchRun(scope.dataDir, scope.run);
-    this.route(scope, { ph: 'C', name, ts: Math.round(options.atUs ?? nowUs()), args: values });
+    const ts = Math.round(options.atUs ?? nowUs());
+    if (scope.run !== undefined && scope.dataDir !== undefined) this.touchRun(scope.dataDir, scope.run, ts / 1000);
+    this.route(scope, { ph: 'C', name, ts, args: values });
   }
 
   /** A point event (a weights version becoming visible, a group handed over). */
@@ -434,7 +439,7 @@ export class Recorder {
     if (span.parentId !== undefined) event.p = span.parentId;
     if (attrs) event.args = attrs;
     const { scope } = span;
-    if (span.parentId === undefined && scope.run !== undefined && scope.dataDir !== undefined) this.runClosed(scope.dataDir, scope.run);
+    if (span.parentId === undefined && scope.run !== undefined && scope.dataDir !== undefined) this.runClosed(scope.dataDir, scope.run, endUs / 1000);
     // Recorded even if tracing was turned off meanwhile: the span began while it was on.
     this.route(scope, event);
   }
@@ -445,37 +450,41 @@ export class Recorder {
     return `${dataDir}\0${run}`;
   }
 
-  private runOpened(dataDir: string, run: string): void {
+  private runOpened(dataDir: string, run: string, nowMs: number): void {
     const key = this.runKey(dataDir, run);
     const active = this.runs.get(key);
     if (active) {
       active.open++;
-      active.lastMs = Date.now();
+      active.lastMs = Math.max(active.lastMs, nowMs);
     } else {
-      this.runs.set(key, { dataDir, run, open: 1, lastMs: Date.now() });
+      this.runs.set(key, { dataDir, run, open: 1, lastMs: nowMs, scopes: new Map() });
     }
   }
 
-  private runClosed(dataDir: string, run: string): void {
+  private runClosed(dataDir: string, run: string, nowMs: number): void {
     const active = this.runs.get(this.runKey(dataDir, run));
     if (!active) return;
     active.open = Math.max(0, active.open - 1);
-    active.lastMs = Date.now();
+    active.lastMs = Math.max(active.lastMs, nowMs);
   }
 
-  private touchRun(dataDir: string, run: string): void {
+  private touchRun(dataDir: string, run: string, nowMs: number): void {
     const key = this.runKey(dataDir, run);
     const active = this.runs.get(key);
-    if (active) active.lastMs = Date.now();
-    else this.runs.set(key, { dataDir, run, open: 0, lastMs: Date.now() });
+    if (active) active.lastMs = Math.max(active.lastMs, nowMs);
+    else this.runs.set(key, { dataDir, run, open: 0, lastMs: nowMs, scopes: new Map() });
   }
 
   /** Runs active in this process now: a span open, or one ended within the grace period. */
   activeRuns(): { dataDir: string; run: string }[] {
-    const now = Date.now();
-    const active: { dataDir: string; run: string }[] = [];
+    return this.active(Date.now()).map(({ dataDir, run }) => ({ dataDir, run }));
+  }
+
+  /** Runs active at `now` (epoch ms). */
+  private active(now: number): ActiveRun[] {
+    const active: ActiveRun[] = [];
     for (const [key, run] of this.runs) {
-      if (run.open > 0 || now - run.lastMs < ACTIVE_GRACE_MS) active.push({ dataDir: run.dataDir, run: run.run });
+      if (run.open > 0 || now - run.lastMs < ACTIVE_GRACE_MS) active.push(run);
       else if (now - run.lastMs > 6 * ACTIVE_GRACE_MS) this.runs.delete(key);
     }
     return active;
@@ -491,15 +500,17 @@ export class Recorder {
       this.enqueue(scope as Required<TraceScope>, event);
       return;
     }
-    for (const { dataDir, run } of this.activeRuns()) this.enqueue({ role: scope.role, run, dataDir }, event);
+    // Active when the event happened (a worker thread's events arrive up to a flush interval late).
+    for (const run of this.active(event.ts / 1000)) {
+      let runScope = run.scopes.get(scope.role);
+      if (!runScope) run.scopes.set(scope.role, (runScope = { role: scope.role, run: run.run, dataDir: run.dataDir }));
+      this.enqueue(runScope, event);
+    }
   }
 
   private enqueue(scope: Required<TraceScope>, event: TraceEvent): void {
-    if (this.buffer.length >= this.opts.maxBufferedEvents) {
-      this.dropped++;
-      return;
-    }
-    this.buffer.push({ key: `${scope.dataDir}\0${scope.run}\0${scope.role}`, scope, event });
+    if (this.buffer.length >= this.opts.maxBufferedEvents) this.dropped++;
+    else this.buffer.push([scope, event]);
   }
 
   // ----------------------------------------------------------------------------------- flushing
@@ -531,7 +542,8 @@ export class Recorder {
     this.forwarder(entries);
   }
 
-  private writerFor(scope: Required<TraceScope>, key: string): RollingFile {
+  private writerFor(scope: Required<TraceScope>): RollingFile {
+    const key = `${scope.dataDir}\0${scope.run}\0${scope.role}`;
     let writer = this.writers.get(key);
     if (!writer) {
       const { host, pid, stamp } = this.process;
@@ -549,17 +561,25 @@ export class Recorder {
       const dropped = this.dropped;
       this.dropped = 0;
       for (const { dataDir, run } of this.activeRuns()) {
-        this.buffer.push({ key: `${dataDir}\0${run}\0process`, scope: { dataDir, run, role: 'process' }, event: { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: dropped } } });
+        this.buffer.push([{ dataDir, run, role: 'process' }, { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: dropped } }]);
       }
     }
-    const groups = new Map<string, [RollingFile, string[]]>();
-    for (const { key, scope, event } of this.buffer) {
-      let group = groups.get(key);
-      if (!group) groups.set(key, (group = [this.writerFor(scope, key), []]));
-      group[1].push(JSON.stringify(event));
+    // Grouped by scope object first (most events share a few), then by file series.
+    const byScope = new Map<TraceScope, string[]>();
+    for (const [scope, event] of this.buffer) {
+      let lines = byScope.get(scope);
+      if (!lines) byScope.set(scope, (lines = []));
+      lines.push(JSON.stringify(event));
     }
     this.buffer = [];
-    return [...groups.values()];
+    const byWriter = new Map<RollingFile, string[]>();
+    for (const [scope, lines] of byScope) {
+      const writer = this.writerFor(scope as Required<TraceScope>);
+      const existing = byWriter.get(writer);
+      if (existing) for (const line of lines) existing.push(line);
+      else byWriter.set(writer, lines);
+    }
+    return [...byWriter.entries()];
   }
 
   /** Writes everything buffered so far; resolves once it is on disk. Never rejects. */
