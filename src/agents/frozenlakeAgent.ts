@@ -14,9 +14,13 @@ import type { ChatMessage } from '../core/tokenizer';
 import { ACTION_NAMES, MOVES, type FrozenLakeObservation } from '../envs/frozenlake';
 import { ConversationalAgent, type History, type ParsedAction } from './agent';
 
-const ANSWER_FORMAT = 'Reply with one move: left, down, right or up.';
+const ANSWER_FORMAT = 'Move: left, down, right or up.';
 
-export const FROZENLAKE_SYSTEM_PROMPT = `Walk P to G on the grid; H is a hole, # the edge. ${ANSWER_FORMAT}`;
+/**
+ * Terse on purpose: every turn's context starts with it, so its length is paid in every forward
+ * and backward pass (without history, about a third of a turn's tokens).
+ */
+export const FROZENLAKE_SYSTEM_PROMPT = `Walk P to G; H hole, # edge. ${ANSWER_FORMAT}`;
 
 /** Marks the player's cell in the rendered grid. */
 const PLAYER = 'P';
