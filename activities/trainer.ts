@@ -29,6 +29,7 @@ import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/fil
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
 import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
 import { tracer } from '../src/trace/recorder';
+import { busyFraction, envWorkersDir, readBusySnapshots, type BusySnapshot } from '../src/metrics/busy';
 
 export interface TrainerDeps {
   model: ModelSettings;
@@ -135,8 +136,9 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
   /** The trainer in memory and which run/version its weights are. */
   let current: { runId: string; version: number; trainer: PolicyTrainer } | undefined;
   /** When the previous step ended, and the engines' counters then: the idle/busy baselines. */
-  let previous: { endedAt: number; engines: EngineSnapshot[] } | undefined;
+  let previous: { endedAt: number; engines: EngineSnapshot[]; envWorkers: BusySnapshot[] } | undefined;
   const enginesDir = path.join(dataDir, 'engines');
+  const envDir = envWorkersDir(dataDir);
 
   function trainerSettings(config: TrainerConfig, temperature: number) {
     return {
@@ -208,7 +210,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       return done;
     }
     const startedAt = Date.now();
-    const since = previous ?? { endedAt: startedAt, engines: await readEngineSnapshots(enginesDir) };
+    const since = previous ?? { endedAt: startedAt, engines: await readEngineSnapshots(enginesDir), envWorkers: await readBusySnapshots(envDir) };
     const trainer = await trainerAt(runId, baseVersion, input.trainer, input.temperature);
 
     const samples: TrainingSample[] = [];
@@ -238,6 +240,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     current = { runId, version, trainer };
     const endedAt = Date.now();
     const engines = await readEngineSnapshots(enginesDir);
+    const envWorkers = await readBusySnapshots(envDir);
     const intervalMs = endedAt - since.endedAt;
     const metrics = summarizeStep({
       step,
@@ -250,8 +253,9 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       wallMs: endedAt - startedAt,
       trainerIdleFraction: intervalMs > 0 ? (startedAt - since.endedAt) / intervalMs : 0,
       engineBusyFraction: engineBusyFraction(since.engines, engines, intervalMs),
+      envBusyFraction: busyFraction(since.envWorkers, envWorkers, intervalMs),
     });
-    previous = { endedAt, engines };
+    previous = { endedAt, engines, envWorkers };
     const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };
     // The metrics line first: the result file marks the step done, and a retry that finds it
     // returns at once, so a line written after it could be lost to a crash in between. A retry

@@ -149,6 +149,18 @@ export const TraceConfigSchema = z.strictObject({
   flushIntervalMs: positiveInt.default(1000),
 });
 
+/**
+ * Prometheus endpoints of the workers (src/metrics/prometheus.ts): off unless `prometheusPort` is
+ * set. Then `http://<host>:<prometheusPort>/metrics` serves trajflow's own metrics followed by the
+ * Temporal SDK's, which the SDK's runtime exports on `temporalPrometheusPort` (default: the next
+ * port). One port pair per worker process.
+ */
+export const MetricsConfigSchema = z.strictObject({
+  prometheusPort: z.number().int().min(0).max(65535).optional(),
+  temporalPrometheusPort: z.number().int().min(1).max(65535).optional(),
+  host: z.string().min(1).default('127.0.0.1'),
+});
+
 export const RunConfigSchema = z.strictObject({
   /**
    * Modules that register environments, agents, tools and rewards (each exports
@@ -172,9 +184,11 @@ export const RunConfigSchema = z.strictObject({
   trainer: TrainerConfigSchema.prefault({}),
   eval: EvalConfigSchema.prefault({}),
   trace: TraceConfigSchema.prefault({}),
+  metrics: MetricsConfigSchema.prefault({}),
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type MetricsConfig = z.infer<typeof MetricsConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
 export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;

@@ -25,9 +25,13 @@ const PINO_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error
 
 let installed = false;
 
-/** Routes the Temporal runtime's logs into `logger`; once per process. */
-export function installTemporalLogging(logger: Logger): void {
-  if (installed) return;
+/**
+ * Routes the Temporal runtime's logs into `logger`; once per process. With
+ * `prometheusBindAddress` the runtime also serves the SDK's metrics there (only if this is the
+ * process's first call: the runtime cannot be reconfigured; returns whether they are served).
+ */
+export function installTemporalLogging(logger: Logger, options: { prometheusBindAddress?: string } = {}): boolean {
+  if (installed) return false;
   installed = true;
   const temporal = logger.child({ component: 'temporal' });
   // Temporal's INFO lines (worker state changes, the bundler's report) drown trajflow's own; they
@@ -39,5 +43,7 @@ export function installTemporalLogging(logger: Logger): void {
       if (/^No (workflows|activities) registered/.test(message)) return;
       temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
     }),
+    ...(options.prometheusBindAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: options.prometheusBindAddress } } } } : {}),
   });
+  return options.prometheusBindAddress !== undefined;
 }

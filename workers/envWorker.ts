@@ -11,11 +11,15 @@ import { buildId } from '../src/paths';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
+import { BusyReporter, BusyTracker, envWorkersDir } from '../src/metrics/busy';
+import { meterActivities } from '../src/metrics/activityMetrics';
 import { sessionQueueFor, taskQueuesFor } from './taskQueues';
 
 export interface EnvWorkers {
   workers: Worker[];
   sessions: SessionRegistry;
+  /** Publishes this process's env busy time to <dataDir>/env-workers/ (read by the trainer). */
+  busy: BusyReporter;
 }
 
 /** A sandbox directory idle this long whose worker process is gone is a crash leftover. */
@@ -27,12 +31,13 @@ export async function createEnvWorkers(config: RunConfig, connection: NativeConn
   if (swept.length > 0) logger.info({ removed: swept.length }, 'removed sandbox directories of dead env workers');
   const sessions = new SessionRegistry();
   const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
-  const common = { connection, namespace: config.temporal.namespace, interceptors: { activity: [traceActivities(config.dataDir, 'env')] } };
+  const tracker = new BusyTracker();
+  const common = { connection, namespace: config.temporal.namespace, interceptors: { activity: [traceActivities(config.dataDir, 'env'), meterActivities('env', tracker)] } };
   const shared = await Worker.create({
     ...common,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).env,
     activities: createEnvActivities({ sessions, sessionQueue, compatibility: compatibilityOf(config, buildId()), store, logger }),
   });
   const own = await Worker.create({ ...common, taskQueue: sessionQueue, activities: createSessionActivities({ sessions }) });
-  return { workers: [shared, own], sessions };
+  return { workers: [shared, own], sessions, busy: new BusyReporter(tracker, envWorkersDir(config.dataDir)) };
 }

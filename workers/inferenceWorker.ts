@@ -16,6 +16,7 @@ import { EngineStatsReporter } from '../src/inference/statsReporter';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import { meterActivities } from '../src/metrics/activityMetrics';
 import { taskQueuesFor } from './taskQueues';
 
 export interface InferenceWorker {
@@ -39,7 +40,7 @@ export async function createInferenceWorker(
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).inference,
     activities,
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
-    interceptors: { activity: [traceActivities(config.dataDir, 'inference')] },
+    interceptors: { activity: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')] },
   });
   const stats = new EngineStatsReporter(provider, path.join(config.dataDir, 'engines'));
   return { worker, provider, stats };

@@ -12,6 +12,7 @@ import { installTemporalLogging, Logger } from '../src/log';
 import { loadPluginModules } from '../src/plugins/modules';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { tracer } from '../src/trace/recorder';
+import { metrics, startMetricsServer } from '../src/metrics/prometheus';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
@@ -40,6 +41,8 @@ export interface RunningWorkers {
   shutdown(): Promise<void>;
   /** Writes the engine counters now (the run summary reads them). */
   flushEngineStats(): Promise<void>;
+  /** The Prometheus endpoint, when config `metrics.prometheusPort` is set. */
+  metricsUrl?: string;
 }
 
 export interface StartOptions {
@@ -48,7 +51,10 @@ export interface StartOptions {
 }
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
-  installTemporalLogging(logger);
+  const { prometheusPort, host } = config.metrics ?? {};
+  const temporalMetricsAddress = prometheusPort === undefined ? undefined : `${host ?? '127.0.0.1'}:${config.metrics?.temporalPrometheusPort ?? prometheusPort + 1}`;
+  const sdkMetrics = installTemporalLogging(logger, { prometheusBindAddress: temporalMetricsAddress });
+  if (temporalMetricsAddress && !sdkMetrics) logger.warn('the Temporal runtime was set up earlier in this process: its SDK metrics are not exported');
   // Before the engine starts: its thread records only if tracing is on (config `trace`).
   tracer.configure(config.trace ?? {});
   // Sessions and the trainer's warm-up and evaluation create the config's environments and agents.
@@ -67,15 +73,35 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     inference.stats.start();
     workers.push(inference.worker);
     flushEngineStats = () => inference.stats.flush();
-    cleanups.push(() => inference.stats.stop(), () => provider.close());
+    const removeCollector = metrics.onCollect(async () => {
+      const s = await provider.stats();
+      metrics.set('trajflow_engine_busy_seconds', {}, s.busyMs / 1000);
+      metrics.set('trajflow_engine_uptime_seconds', {}, s.uptimeMs / 1000);
+      metrics.set('trajflow_engine_generated_tokens', {}, s.generatedTokens);
+      metrics.set('trajflow_engine_decode_steps', {}, s.decodeSteps);
+      metrics.set('trajflow_engine_mean_batch_size', {}, s.decodeSteps > 0 ? s.batchSizeSum / s.decodeSteps : 0);
+      metrics.set('trajflow_engine_running_sequences', {}, s.running);
+      metrics.set('trajflow_engine_waiting_sequences', {}, s.waiting);
+      metrics.set('trajflow_engine_policy_version', {}, s.policyVersion);
+    });
+    cleanups.push(removeCollector, () => inference.stats.stop(), () => provider.close());
   }
   if (has('env')) {
     const env = await createEnvWorkers(config, connection, store, logger.child({ role: 'env' }));
     workers.push(...env.workers);
-    cleanups.push(() => env.sessions.closeAll());
+    env.busy.start();
+    cleanups.push(() => env.sessions.closeAll(), () => env.busy.stop());
   }
   if (has('trainer')) workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
   if (has('workflows')) workers.push(await createWorkflowWorker(config, connection));
+
+  let metricsUrl: string | undefined;
+  if (prometheusPort !== undefined) {
+    const server = await startMetricsServer({ port: prometheusPort, host, upstream: sdkMetrics ? `http://${temporalMetricsAddress}/metrics` : undefined });
+    metricsUrl = server.url;
+    cleanups.push(() => server.close());
+    logger.info({ metrics: metricsUrl }, 'Prometheus metrics endpoint');
+  }
 
   const done = Promise.all(workers.map((w) => w.run())).then(async () => {
     for (const cleanup of cleanups) await cleanup();
@@ -86,6 +112,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   return {
     done,
     flushEngineStats,
+    metricsUrl,
     async shutdown() {
       for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
       await done;

@@ -12,6 +12,7 @@ import { buildId } from '../src/paths';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
+import { meterActivities } from '../src/metrics/activityMetrics';
 import { taskQueuesFor } from './taskQueues';
 
 export async function createTrainerWorker(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<Worker> {
@@ -21,6 +22,6 @@ export async function createTrainerWorker(config: RunConfig, connection: NativeC
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
     activities: createTrainerActivities({ model: config.model, compatibility: compatibilityOf(config, buildId()), store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
     maxConcurrentActivityTaskExecutions: 1,
-    interceptors: { activity: [traceActivities(config.dataDir, 'trainer')] },
+    interceptors: { activity: [traceActivities(config.dataDir, 'trainer'), meterActivities('trainer')] },
   });
 }

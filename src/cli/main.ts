@@ -15,6 +15,7 @@ import { runningDevServer, startDevServer, stopDevServer } from '../temporal/dev
 import { formatSummary, runRollout } from './runRollout';
 import { formatCurve, runTraining } from './runTraining';
 import { exportRunTrace, traceDir } from '../trace/perfetto';
+import { writeReport } from '../report/report';
 
 const logger = createLogger('trajflow');
 
@@ -163,6 +164,22 @@ program
       'open it in https://ui.perfetto.dev (Open trace file)',
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
+  });
+
+program
+  .command('report')
+  .description("render a run's charts (SVG and PNG, no browser) and one HTML page with links into the Temporal Web UI")
+  .argument('<runId>', 'the run id')
+  .option('--data-dir <dir>', "data directory (default: the config's, else .trajflow)")
+  .option('-c, --config <file>', 'run config, for its data directory and namespace')
+  .option('--out <dir>', 'output folder (default: <dataDir>/runs/<runId>/report)')
+  .option('--ui <url>', 'Temporal Web UI address', 'http://127.0.0.1:8233')
+  .action(async (runId, opts) => {
+    const config = opts.config ? loadRunConfig(opts.config) : undefined;
+    const dataDir: string = opts.dataDir ?? config?.dataDir ?? '.trajflow';
+    const report = await writeReport(dataDir, runId, opts.out, { uiUrl: opts.ui, namespace: config?.temporal.namespace });
+    const pngs = report.files.filter((f) => f.endsWith('.png')).length;
+    process.stdout.write(`${report.charts.length} charts (${pngs} PNG + SVG) and index.html -> ${report.outDir}\nopen ${path.join(report.outDir, 'index.html')}\n`);
   });
 
 /** Runs `fn` with a client for the config's Temporal address (the local default without one). */

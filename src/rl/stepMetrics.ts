@@ -26,6 +26,11 @@ export interface StepMetrics extends TrainMetrics {
   trainerIdleFraction: number;
   /** Fraction of the same interval the inference engines spent in forward passes. */
   engineBusyFraction: number;
+  /**
+   * Fraction of the same interval the env workers had at least one activity running (per env
+   * worker process, summed over them; absent when no env worker published its counters).
+   */
+  envBusyFraction?: number;
   /** Seconds from the start of the run to the end of this step (absent in runs that did not say). */
   elapsedS?: number;
 }
@@ -44,6 +49,7 @@ export interface StepInputs {
   wallMs: number;
   trainerIdleFraction: number;
   engineBusyFraction: number;
+  envBusyFraction?: number;
 }
 
 export function summarizeStep(inputs: StepInputs): StepMetrics {
@@ -73,5 +79,6 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     wallMs: inputs.wallMs,
     trainerIdleFraction: inputs.trainerIdleFraction,
     engineBusyFraction: inputs.engineBusyFraction,
+    ...(inputs.envBusyFraction === undefined ? {} : { envBusyFraction: inputs.envBusyFraction }),
   };
 }

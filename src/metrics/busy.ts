@@ -1,0 +1,107 @@
+/**
+ * How busy a worker process is: the time at least one of its activities was running (busyMs),
+ * kept by a counter the activity interceptor updates, and published like the engine counters
+ * (src/inference/statsReporter.ts) to `<dataDir>/env-workers/<workerId>.json` every few seconds,
+ * so the trainer can put each step's env worker busy fraction into metrics.jsonl.
+ */
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readJson, writeJsonAtomically } from '../store/files';
+
+export interface BusyStats {
+  /** Milliseconds since the tracker started, and of those, with at least one activity running. */
+  uptimeMs: number;
+  busyMs: number;
+  /** Sum of activity durations (exceeds busyMs when activities overlap). */
+  activityMs: number;
+  activities: number;
+  inFlight: number;
+}
+
+export interface BusySnapshot extends BusyStats {
+  workerId: string;
+  writtenAt: number;
+}
+
+export class BusyTracker {
+  private readonly startedAt = performance.now();
+  private inFlight = 0;
+  private busySince = 0;
+  private busyMs = 0;
+  private activityMs = 0;
+  private completed = 0;
+
+  /** Marks one activity started; call the returned function when it ends (extra calls ignored). */
+  begin(): () => void {
+    const start = performance.now();
+    if (this.inFlight++ === 0) this.busySince = start;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const now = performance.now();
+      this.activityMs += now - start;
+      this.completed++;
+      if (--this.inFlight === 0) this.busyMs += now - this.busySince;
+    };
+  }
+
+  stats(): BusyStats {
+    const now = performance.now();
+    return {
+      uptimeMs: now - this.startedAt,
+      busyMs: this.busyMs + (this.inFlight > 0 ? now - this.busySince : 0),
+      activityMs: this.activityMs,
+      activities: this.completed,
+      inFlight: this.inFlight,
+    };
+  }
+}
+
+export function envWorkersDir(dataDir: string): string {
+  return path.join(dataDir, 'env-workers');
+}
+
+export class BusyReporter {
+  readonly workerId = `${os.hostname()}-${process.pid}`;
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly tracker: BusyTracker, private readonly dir: string, private readonly intervalMs = 2_000) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async flush(): Promise<void> {
+    const snapshot: BusySnapshot = { ...this.tracker.stats(), workerId: this.workerId, writtenAt: Date.now() };
+    await writeJsonAtomically(path.join(this.dir, `${this.workerId}.json`), snapshot);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush().catch(() => undefined);
+  }
+}
+
+export async function readBusySnapshots(dir: string): Promise<BusySnapshot[]> {
+  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  const snapshots = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<BusySnapshot>(path.join(dir, n))));
+  return snapshots.filter((s): s is BusySnapshot => s !== undefined);
+}
+
+/**
+ * Fraction of `wallMs` the workers were busy between two sets of snapshots, summed over the
+ * workers that reported in the later set (a worker new since the first counts from its start);
+ * undefined when no worker reported.
+ */
+export function busyFraction(before: readonly BusySnapshot[], after: readonly BusySnapshot[], wallMs: number): number | undefined {
+  if (after.length === 0 || wallMs <= 0) return undefined;
+  let busy = 0;
+  for (const end of after) {
+    const start = before.find((s) => s.workerId === end.workerId && s.uptimeMs <= end.uptimeMs);
+    busy += Math.max(0, end.busyMs - (start?.busyMs ?? 0));
+  }
+  return busy / wallMs;
+}

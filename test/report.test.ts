@@ -1,0 +1,193 @@
+/**
+ * `trajflow report`: a run's data (fixture files written here in the layout a training run
+ * leaves) -> chart SVGs (well-formed, titled, with axis labels and legends), PNGs (valid
+ * signature, CRCs, dimensions), index.html with links into the Temporal Web UI, and the
+ * per-step utilization derived from trace spans.
+ */
+import { mkdtempSync, promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { inflateSync } from 'node:zlib';
+import { niceTicks, wrapText } from '../src/report/charts';
+import { unionLength } from '../src/report/data';
+import { latencyHistogram, temporalLinks, writeReport } from '../src/report/report';
+
+const RUN = 'fixture-20260101T000000Z';
+const T0 = 1_800_000_000_000_000; // epoch µs
+
+async function writeFixture(dataDir: string): Promise<void> {
+  const runDir = path.join(dataDir, 'runs', RUN);
+  const lines = (records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+  await fs.mkdir(path.join(runDir, 'train'), { recursive: true });
+  await fs.mkdir(path.join(runDir, 'trace'), { recursive: true });
+  const metrics = [0, 1, 2].map((step) => ({
+    step,
+    version: step + 1,
+    groupIds: [`${RUN}.g0000${step}`],
+    trajectories: 2,
+    rewardMean: 0.2 + 0.3 * step,
+    successRate: 0.1 + 0.4 * step,
+    loss: 0.1,
+    tokens: 100,
+    stalenessHistogram: step === 0 ? { 0: 100 } : { 0: 40, 1: 60 },
+    stalenessMax: step === 0 ? 0 : 1,
+    wallMs: 500,
+    trainerIdleFraction: 0.5 - 0.1 * step,
+    engineBusyFraction: 0.2 + 0.1 * step,
+    elapsedS: 10 + 5 * step,
+  }));
+  await fs.writeFile(path.join(runDir, 'train', 'metrics.jsonl'), lines(metrics));
+  await fs.writeFile(path.join(runDir, 'train', 'eval.jsonl'), lines([{ version: 0, successRate: 0, elapsedS: 5 }, { version: 2, successRate: 0.5, elapsedS: 15.5 }]));
+  const events: unknown[] = [];
+  const env: unknown[] = [];
+  for (const step of [0, 1, 2]) {
+    for (const t of [0, 1]) {
+      const wf = `${RUN}.g0000${step}.t00${t}`;
+      await fs.mkdir(path.join(runDir, 'trajectories', wf), { recursive: true });
+      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'succeeded', reward: 0.5, turns: 2 }));
+      // Trajectory of 1000 ms: 2 generate calls of 200 ms, 2 env steps of 50 ms, reset 10 ms.
+      const start = T0 + (5 + 5 * step) * 1e6 + t * 100_000;
+      events.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 1_000_000, args: { wf, outcome: 'completed' } });
+      events.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 200_000, args: { wf, activity: 'generate', turn: 0 } });
+      events.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 400_000, dur: 200_000, args: { wf, activity: 'generate', turn: 1 } });
+      env.push({ ph: 'X', name: 'env.reset', cat: 'activity', ts: start + 20_000, dur: 10_000, args: { wf, activity: 'envReset' } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 310_000, dur: 50_000, args: { wf, activity: 'envStep', turn: 0 } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 610_000, dur: 50_000, args: { wf, activity: 'envStep', turn: 1 } });
+    }
+  }
+  const trainer = [0, 1, 2].map((step) => ({ ph: 'X', name: 'train.step', cat: 'activity', ts: T0 + (10 + 5 * step) * 1e6 - 500_000, dur: 500_000, args: { step, activity: 'trainStep' } }));
+  const header = (role: string, pid: number) => ({ trajflowTrace: 1, role, run: RUN, host: 'h', pid, stamp: 's', clock: 'epoch-us', file: 0 });
+  await fs.writeFile(path.join(runDir, 'trace', 'workflows-h-1-s-0000.jsonl'), lines([header('workflows', 1), ...events.filter((e) => (e as { name: string }).name === 'trajectory')]));
+  await fs.writeFile(path.join(runDir, 'trace', 'inference-h-1-s-0000.jsonl'), lines([header('inference', 1), ...events.filter((e) => (e as { name: string }).name === 'generate')]));
+  await fs.writeFile(path.join(runDir, 'trace', 'env-h-1-s-0000.jsonl'), lines([header('env', 1), ...env]));
+  await fs.writeFile(path.join(runDir, 'trace', 'trainer-h-2-s-0000.jsonl'), lines([header('trainer', 2), ...trainer]));
+}
+
+/** Every tag opened is closed in order (a well-formedness check good enough for our own SVG). */
+function assertWellFormed(xml: string): void {
+  const body = xml.replace(/^<\?xml[^>]*\?>\s*/, '');
+  const stack: string[] = [];
+  for (const match of body.matchAll(/<(\/?)([a-zA-Z]+)([^>]*?)(\/?)>/g)) {
+    const [, closing, name, attrs, selfClosing] = match;
+    expect(attrs).not.toMatch(/[<&](?!amp;|lt;|gt;|quot;|apos;)/);
+    if (selfClosing) continue;
+    if (closing) expect(stack.pop()).toBe(name);
+    else stack.push(name);
+  }
+  expect(stack).toEqual([]);
+  expect(body.replace(/<[^>]*>/g, '')).not.toMatch(/[<>]|&(?!amp;|lt;|gt;|quot;|apos;)/);
+}
+
+/** PNG chunks, each CRC-checked; returns IHDR width and height and the inflated pixel data. */
+function readPng(png: Buffer): { width: number; height: number; pixels: Buffer } {
+  expect([...png.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  let offset = 8;
+  let width = 0;
+  let height = 0;
+  const idat: Buffer[] = [];
+  while (offset < png.length) {
+    const length = png.readUInt32BE(offset);
+    const type = png.toString('ascii', offset + 4, offset + 8);
+    const data = png.subarray(offset + 8, offset + 8 + length);
+    if (type === 'IHDR') {
+      width = data.readUInt32BE(0);
+      height = data.readUInt32BE(4);
+      expect([data[8], data[9]]).toEqual([8, 2]);
+    }
+    if (type === 'IDAT') idat.push(data);
+    offset += 12 + length;
+    if (type === 'IEND') break;
+  }
+  expect(offset).toBe(png.length);
+  const pixels = inflateSync(Buffer.concat(idat));
+  expect(pixels.length).toBe(height * (width * 3 + 1));
+  return { width, height, pixels };
+}
+
+describe('report', () => {
+  test('pure helpers: ticks, wrapping, interval union, latency bins, Web UI links', () => {
+    expect(niceTicks(0, 1)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    expect(niceTicks(3, 397, 8)).toEqual([0, 50, 100, 150, 200, 250, 300, 350, 400]);
+    expect(wrapText('aaa bbb ccc', 70, 12)).toEqual(['aaa bbb', 'ccc']);
+    expect(unionLength([[0, 10], [5, 15], [20, 30]])).toBe(25);
+    expect(unionLength([[0, 10], [5, 15], [20, 30]], 8, 22)).toBe(9);
+    expect(latencyHistogram([0.2, 0.3, 3, 700])).toEqual({ categories: ['0-0.5', '0.5-1', '1-2', '2-5', '5-10', '10-20', '20-50', '50-100', '100-200', '200-500', '500-1s'], counts: [2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1] });
+    const links = temporalLinks('my-run', { uiUrl: 'http://127.0.0.1:8233/' });
+    expect(links.run).toBe('http://127.0.0.1:8233/namespaces/default/workflows/my-run');
+    expect(decodeURIComponent(links.trajectories)).toBe('http://127.0.0.1:8233/namespaces/default/workflows?query=TrajflowRun="my-run" AND TrajflowKind="trajectory"');
+  });
+
+  test('renders SVG and PNG charts, utilization and an HTML page from a run folder', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-'));
+    await writeFixture(dataDir);
+    const report = await writeReport(dataDir, RUN);
+    expect(report.outDir).toBe(path.join(dataDir, 'runs', RUN, 'report'));
+    const names = (await fs.readdir(report.outDir)).sort();
+    const charts = ['engine-busy', 'env-latency', 'reward-success', 'staleness', 'throughput', 'trainer-idle', 'trajectory-time'];
+    expect(names).toEqual([...charts.flatMap((c) => [`${c}.png`, `${c}.svg`]), 'index.html', 'utilization.csv'].sort());
+
+    const svg = (name: string) => fs.readFile(path.join(report.outDir, `${name}.svg`), 'utf8');
+    for (const chart of charts) {
+      const text = await svg(chart);
+      expect(text).toMatch(/^<\?xml/);
+      assertWellFormed(text);
+      expect(text).not.toContain('no data for this chart');
+      expect(text).not.toMatch(/NaN|undefined|Infinity/);
+      const { width, height, pixels } = readPng(await fs.readFile(path.join(report.outDir, `${chart}.png`)));
+      expect(width).toBe(1600);
+      expect(height).toBeGreaterThanOrEqual(960);
+      // Not blank: some dark (text, axes) pixels and some coloured (series) pixels.
+      let dark = 0;
+      let coloured = 0;
+      for (let y = 0; y < height; y++) {
+        for (let x = 0; x < width; x++) {
+          const i = y * (width * 3 + 1) + 1 + x * 3;
+          const [r, g, b] = [pixels[i], pixels[i + 1], pixels[i + 2]];
+          if (r < 80 && g < 80 && b < 80) dark++;
+          if (Math.max(r, g, b) - Math.min(r, g, b) > 80) coloured++;
+        }
+      }
+      expect(dark).toBeGreaterThan(2000);
+      expect(coloured).toBeGreaterThan(500);
+    }
+    const reward = await svg('reward-success');
+    for (const label of ['Reward and success rate', 'time since run start (s)', 'reward / success rate (0-1)', 'mean reward (sampled)', 'success rate (sampled)', 'held-out success (eval)']) expect(reward).toContain(label);
+    expect(await svg('engine-busy')).toContain('busy, % of wall time');
+    expect(await svg('engine-busy')).toContain('env workers (any activity running), from trace');
+    expect(await svg('trajectory-time')).toContain('waiting / other');
+    expect(await svg('staleness')).toContain('staleness (policy versions behind the trained one)');
+    expect(await svg('env-latency')).toContain('env.step spans (n=12)');
+
+    // Per step: 2 trajectories of 1000 ms = 400 ms generation + 110 ms environment + 490 ms waiting.
+    expect(report.utilization).toHaveLength(3);
+    for (const u of report.utilization) {
+      expect(u.timedTrajectories).toBe(2);
+      expect(u.generationMs).toBeCloseTo(400);
+      expect(u.environmentMs).toBeCloseTo(110);
+      expect(u.waitingMs).toBeCloseTo(490);
+      expect(u.envBusySource).toBe('trace');
+    }
+    // Step 1's interval is 10 s..15 s after T0: its two trajectories' env spans, 2 x 110 ms.
+    expect(report.utilization[1].envBusyFraction).toBeCloseTo(0.22 / 5);
+
+    const html = await fs.readFile(path.join(report.outDir, 'index.html'), 'utf8');
+    expect(html).toContain(`href="http://127.0.0.1:8233/namespaces/default/workflows/${RUN}"`);
+    expect(html).toContain(`workflows?query=${encodeURIComponent(`TrajflowRun="${RUN}" AND TrajflowKind="trajectory"`)}`);
+    for (const chart of charts) expect(html).toContain(`<img src="${chart}.png"`);
+    const csv = await fs.readFile(path.join(report.outDir, 'utilization.csv'), 'utf8');
+    expect(csv.split('\n')[0]).toBe('step,elapsedS,engineBusyFraction,envBusyFraction,envBusySource,trainerIdleFraction,timedTrajectories,generationMs,environmentMs,waitingMs');
+  });
+
+  test('a run folder with only learning-curve.csv still renders, charts without data say so', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-csv-'));
+    const runDir = path.join(dataDir, 'runs', 'csv-run');
+    await fs.mkdir(runDir, { recursive: true });
+    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), 'step,version,elapsedS,successRate,heldOutSuccessRate,rewardMean\n,0,2,,0,\n0,1,5,0.25,,0.3\n1,2,9,0.5,0.75,0.6\n');
+    const report = await writeReport(dataDir, 'csv-run', path.join(dataDir, 'out'));
+    const reward = await fs.readFile(path.join(dataDir, 'out', 'reward-success.svg'), 'utf8');
+    expect(reward).not.toContain('no data for this chart');
+    expect(await fs.readFile(path.join(dataDir, 'out', 'env-latency.svg'), 'utf8')).toContain('no data for this chart in this run');
+    expect(report.utilization.map((u) => u.step)).toEqual([0, 1]);
+    await expect(writeReport(dataDir, 'missing-run')).rejects.toThrow(/no run missing-run/);
+  });
+});
