@@ -11,7 +11,8 @@ import { buildId } from '../src/paths';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
-import { BusyReporter, BusyTracker, envWorkersDir } from '../src/metrics/busy';
+import { busyReporter, BusyTracker, envWorkersDir, type BusyStats } from '../src/metrics/busy';
+import type { SnapshotReporter } from '../src/metrics/snapshots';
 import { meterActivities } from '../src/metrics/activityMetrics';
 import { sessionQueueFor, taskQueuesFor } from './taskQueues';
 
@@ -19,7 +20,7 @@ export interface EnvWorkers {
   workers: Worker[];
   sessions: SessionRegistry;
   /** Publishes this process's env busy time to <dataDir>/env-workers/ (read by the trainer). */
-  busy: BusyReporter;
+  busy: SnapshotReporter<BusyStats>;
 }
 
 /** A sandbox directory idle this long whose worker process is gone is a crash leftover. */
@@ -39,5 +40,5 @@ export async function createEnvWorkers(config: RunConfig, connection: NativeConn
     activities: createEnvActivities({ sessions, sessionQueue, compatibility: compatibilityOf(config, buildId()), store, logger }),
   });
   const own = await Worker.create({ ...common, taskQueue: sessionQueue, activities: createSessionActivities({ sessions }) });
-  return { workers: [shared, own], sessions, busy: new BusyReporter(tracker, envWorkersDir(config.dataDir)) };
+  return { workers: [shared, own], sessions, busy: busyReporter(tracker, envWorkersDir(config.dataDir)) };
 }

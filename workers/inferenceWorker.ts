@@ -12,7 +12,9 @@ import type { InferenceProvider } from '../src/inference/provider';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
 import { buildId } from '../src/paths';
-import { EngineStatsReporter } from '../src/inference/statsReporter';
+import { engineStatsReporter } from '../src/inference/statsReporter';
+import type { SnapshotReporter } from '../src/metrics/snapshots';
+import type { EngineStats } from '../src/inference/provider';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -22,7 +24,7 @@ import { taskQueuesFor } from './taskQueues';
 export interface InferenceWorker {
   worker: Worker;
   provider: InferenceProvider;
-  stats: EngineStatsReporter;
+  stats: SnapshotReporter<EngineStats>;
 }
 
 export async function createInferenceWorker(
@@ -42,6 +44,6 @@ export async function createInferenceWorker(
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
     interceptors: { activity: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')] },
   });
-  const stats = new EngineStatsReporter(provider, path.join(config.dataDir, 'engines'));
+  const stats = engineStatsReporter(provider, path.join(config.dataDir, 'engines'));
   return { worker, provider, stats };
 }

@@ -3,43 +3,17 @@
  * CLI can report how busy the engines were during a run (the difference of two snapshots) without
  * talking to the worker processes.
  */
-import { promises as fs } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { readJson, writeJsonAtomically } from '../store/files';
+import { readSnapshots, SnapshotReporter, type Snapshot } from '../metrics/snapshots';
 import type { EngineStats, InferenceProvider } from './provider';
 
-export interface EngineSnapshot extends EngineStats {
-  workerId: string;
-  writtenAt: number;
+export type EngineSnapshot = Snapshot<EngineStats>;
+
+export function engineStatsReporter(provider: InferenceProvider, dir: string): SnapshotReporter<EngineStats> {
+  return new SnapshotReporter(() => provider.stats(), dir);
 }
 
-export class EngineStatsReporter {
-  readonly workerId = `${os.hostname()}-${process.pid}`;
-  private timer?: NodeJS.Timeout;
-
-  constructor(private readonly provider: InferenceProvider, private readonly dir: string, private readonly intervalMs = 2_000) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.flush().catch(() => undefined), this.intervalMs);
-    this.timer.unref();
-  }
-
-  async flush(): Promise<void> {
-    const snapshot: EngineSnapshot = { ...(await this.provider.stats()), workerId: this.workerId, writtenAt: Date.now() };
-    await writeJsonAtomically(path.join(this.dir, `${this.workerId}.json`), snapshot);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.flush().catch(() => undefined);
-  }
-}
-
-export async function readEngineSnapshots(dir: string): Promise<EngineSnapshot[]> {
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const snapshots = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<EngineSnapshot>(path.join(dir, n))));
-  return snapshots.filter((s): s is EngineSnapshot => s !== undefined);
+export function readEngineSnapshots(dir: string): Promise<EngineSnapshot[]> {
+  return readSnapshots<EngineStats>(dir);
 }
 
 /**

@@ -4,10 +4,8 @@
  * (src/inference/statsReporter.ts) to `<dataDir>/env-workers/<workerId>.json` every few seconds,
  * so the trainer can put each step's env worker busy fraction into metrics.jsonl.
  */
-import { promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { readJson, writeJsonAtomically } from '../store/files';
+import { readSnapshots, SnapshotReporter, type Snapshot } from './snapshots';
 
 export interface BusyStats {
   /** Milliseconds since the tracker started, and of those, with at least one activity running. */
@@ -19,10 +17,7 @@ export interface BusyStats {
   inFlight: number;
 }
 
-export interface BusySnapshot extends BusyStats {
-  workerId: string;
-  writtenAt: number;
-}
+export type BusySnapshot = Snapshot<BusyStats>;
 
 export class BusyTracker {
   private readonly startedAt = performance.now();
@@ -63,32 +58,12 @@ export function envWorkersDir(dataDir: string): string {
   return path.join(dataDir, 'env-workers');
 }
 
-export class BusyReporter {
-  readonly workerId = `${os.hostname()}-${process.pid}`;
-  private timer?: NodeJS.Timeout;
-
-  constructor(private readonly tracker: BusyTracker, private readonly dir: string, private readonly intervalMs = 2_000) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.flush().catch(() => undefined), this.intervalMs);
-    this.timer.unref();
-  }
-
-  async flush(): Promise<void> {
-    const snapshot: BusySnapshot = { ...this.tracker.stats(), workerId: this.workerId, writtenAt: Date.now() };
-    await writeJsonAtomically(path.join(this.dir, `${this.workerId}.json`), snapshot);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.flush().catch(() => undefined);
-  }
+export function busyReporter(tracker: BusyTracker, dir: string): SnapshotReporter<BusyStats> {
+  return new SnapshotReporter(() => tracker.stats(), dir);
 }
 
-export async function readBusySnapshots(dir: string): Promise<BusySnapshot[]> {
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const snapshots = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<BusySnapshot>(path.join(dir, n))));
-  return snapshots.filter((s): s is BusySnapshot => s !== undefined);
+export function readBusySnapshots(dir: string): Promise<BusySnapshot[]> {
+  return readSnapshots<BusyStats>(dir);
 }
 
 /**

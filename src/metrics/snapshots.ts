@@ -1,0 +1,44 @@
+/**
+ * Counters a worker process publishes to `<dir>/<workerId>.json` every few seconds, so other
+ * processes (the CLI, the trainer) can difference two snapshots over an interval without talking
+ * to the worker. Used for the inference engine's busy time and the env workers'.
+ */
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readJson, writeJsonAtomically } from '../store/files';
+
+export type Snapshot<T> = T & { workerId: string; writtenAt: number };
+
+export class SnapshotReporter<T extends object> {
+  readonly workerId = `${os.hostname()}-${process.pid}`;
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly read: () => T | Promise<T>,
+    private readonly dir: string,
+    private readonly intervalMs = 2_000,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async flush(): Promise<void> {
+    const snapshot: Snapshot<T> = { ...(await this.read()), workerId: this.workerId, writtenAt: Date.now() };
+    await writeJsonAtomically(path.join(this.dir, `${this.workerId}.json`), snapshot);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush().catch(() => undefined);
+  }
+}
+
+/** Every worker's latest snapshot in `dir` (none if the directory does not exist yet). */
+export async function readSnapshots<T>(dir: string): Promise<Snapshot<T>[]> {
+  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  const snapshots: (Snapshot<T> | undefined)[] = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<Snapshot<T>>(path.join(dir, n))));
+  return snapshots.filter((s) => s !== undefined) as Snapshot<T>[];
+}
