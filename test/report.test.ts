@@ -8,9 +8,9 @@ import { mkdtempSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { inflateSync } from 'node:zlib';
-import { niceTicks, wrapText } from '../src/report/charts';
+import { niceTicks, wrapText, type ChartSpec } from '../src/report/charts';
 import { unionLength } from '../src/report/data';
-import { latencyHistogram, temporalLinks, writeReport } from '../src/report/report';
+import { bucketWidthS, latencyHistogram, temporalLinks, timeBuckets, writeReport } from '../src/report/report';
 
 const RUN = 'fixture-20260101T000000Z';
 const T0 = 1_800_000_000_000_000; // epoch µs
@@ -111,6 +111,8 @@ describe('report', () => {
     expect(wrapText('aaa bbb ccc', 70, 12)).toEqual(['aaa bbb', 'ccc']);
     expect(unionLength([[0, 10], [5, 15], [20, 30]])).toBe(25);
     expect(unionLength([[0, 10], [5, 15], [20, 30]], 8, 22)).toBe(9);
+    expect([bucketWidthS(78.9), bucketWidthS(17), bucketWidthS(3), bucketWidthS(450)]).toEqual([10, 2, 1, 50]);
+    expect(timeBuckets(25, 10)).toEqual([[0, 10], [10, 20], [20, 25]]);
     expect(latencyHistogram([0.2, 0.3, 3, 700])).toEqual({ categories: ['0-0.5', '0.5-1', '1-2', '2-5', '5-10', '10-20', '20-50', '50-100', '100-200', '200-500', '500-1s'], counts: [2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1] });
     const links = temporalLinks('my-run', { uiUrl: 'http://127.0.0.1:8233/' });
     expect(links.run).toBe('http://127.0.0.1:8233/namespaces/default/workflows/my-run');
@@ -176,6 +178,66 @@ describe('report', () => {
     for (const chart of charts) expect(html).toContain(`<img src="${chart}.png"`);
     const csv = await fs.readFile(path.join(report.outDir, 'utilization.csv'), 'utf8');
     expect(csv.split('\n')[0]).toBe('step,elapsedS,engineBusyFraction,envBusyFraction,envBusySource,trainerIdleFraction,timedTrajectories,generationMs,environmentMs,waitingMs');
+  });
+
+  test('a rollout-only run (no train steps) is charted per bucket of wall time since its start', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-rollout-'));
+    const run = 'rollout-20260101T000000Z';
+    const runDir = path.join(dataDir, 'runs', run);
+    await fs.mkdir(path.join(runDir, 'trace'), { recursive: true });
+    const lines = (records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+    const header = (role: string) => ({ trajflowTrace: 1, role, run, host: 'h', pid: 1, stamp: 's', clock: 'epoch-us', file: 0 });
+    const [workflows, inference, env]: unknown[][] = [[header('workflows')], [header('inference')], [header('env')]];
+    // 6 trajectories of 2 s, one starting every 3 s: finished at 2, 5, ..., 17 s; t00n solved when n is even.
+    for (let n = 0; n < 6; n++) {
+      const wf = `${run}.g00000.t00${n}`;
+      const start = T0 + n * 3e6;
+      await fs.mkdir(path.join(runDir, 'trajectories', wf), { recursive: true });
+      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }));
+      workflows.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 2e6, args: { wf, outcome: 'completed' } });
+      inference.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { wf, activity: 'generate', turn: 0 } });
+      inference.push({ ph: 'X', name: 'sample', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { version: 0 } });
+      inference.push({ ph: 'X', name: 'prefill', cat: 'engine', ts: start + 100_000, dur: 200_000, args: { tokens: 50 } });
+      inference.push({ ph: 'X', name: 'decode', cat: 'engine', ts: start + 300_000, dur: 800_000, args: { batch: 1 } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 1_200_000, dur: 100_000, args: { wf, activity: 'envStep', turn: 0 } });
+    }
+    for (const [role, records] of [['workflows', workflows], ['inference', inference], ['env', env]] as const) await fs.writeFile(path.join(runDir, 'trace', `${role}-h-1-s-0000.jsonl`), lines(records));
+
+    const report = await writeReport(dataDir, run);
+    const svg = (name: string) => fs.readFile(path.join(report.outDir, `${name}.svg`), 'utf8');
+    for (const chart of report.charts) {
+      const text = await svg(chart.name);
+      assertWellFormed(text);
+      expect(text).not.toContain('no data for this chart');
+      expect(text).not.toMatch(/NaN|undefined|Infinity/);
+      readPng(await fs.readFile(path.join(report.outDir, `${chart.name}.png`)));
+    }
+    // 17 s of finishes -> 2 s buckets; x is time since the run start, in seconds.
+    const byName = new Map(report.charts.map((c) => [c.name, c]));
+    for (const name of ['reward-success', 'throughput', 'engine-busy', 'trainer-idle']) expect(byName.get(name)!.xLabel).toBe('time since run start (s), 2 s buckets');
+    expect(byName.get('trajectory-time')!.xLabel).toBe('trajectory finish time since run start (s), 2 s buckets');
+    for (const name of ['reward-success', 'throughput', 'engine-busy', 'staleness', 'trajectory-time']) {
+      const chart = byName.get(name)!;
+      const values = chart.kind === 'line' ? chart.series.flatMap((s) => s.points) : chart.series.flatMap((s) => s.values);
+      expect(values.length).toBeGreaterThan(0);
+    }
+    expect(await svg('engine-busy')).toContain('busy, % of wall time');
+    expect(await svg('throughput')).toContain('trajectories / s');
+    expect(await svg('trajectory-time')).toContain('mean ms per trajectory');
+    expect(await svg('trainer-idle')).toContain('rollout run: no trainer, so no trainer idle time');
+    expect(await svg('staleness')).toContain('policy version that sampled the turn');
+
+    const reward = byName.get('reward-success') as Extract<ChartSpec, { kind: 'line' }>;
+    // Bucket [4, 6) holds t001 (finished at 5 s, unsolved); [2, 4) holds t000 (2 s, solved).
+    expect(reward.series[1].points).toContainEqual([3, 1]);
+    expect(reward.series[1].points).toContainEqual([5, 0]);
+    const busy = byName.get('engine-busy') as Extract<ChartSpec, { kind: 'line' }>;
+    // [0, 2): t000's engine spans 0.1 s..1.1 s = 1 s of 2 s; env step 0.1 s of 2 s.
+    expect(busy.series[0].points[0]).toEqual([1, 0.5]);
+    expect(busy.series[1].points[0][1]).toBeCloseTo(0.05);
+    const throughput = byName.get('throughput') as Extract<ChartSpec, { kind: 'line' }>;
+    // Finished at 2, 5, 8, 11, 14 and 17 s; the last bucket is [16, 17].
+    expect(throughput.series[0].points).toEqual([[1, 0], [3, 0.5], [5, 0.5], [7, 0], [9, 0.5], [11, 0.5], [13, 0], [15, 0.5], [16.5, 1]]);
   });
 
   test('a run folder with only learning-curve.csv still renders, charts without data say so', async () => {

@@ -27,6 +27,8 @@ export interface LineChart {
   /** Tick label formatting: plain numbers or percent (values are fractions). */
   yFormat?: 'number' | 'percent';
   note?: string;
+  /** What the plot area says when there is nothing to draw (default: no data in this run). */
+  empty?: string;
 }
 
 export interface BarChart {
@@ -40,6 +42,7 @@ export interface BarChart {
   series: { name: string; values: number[]; color?: string }[];
   stacked?: boolean;
   note?: string;
+  empty?: string;
 }
 
 export type ChartSpec = LineChart | BarChart;
@@ -171,8 +174,8 @@ function axesLines(plot: Frame['plot']): Shape[] {
   ];
 }
 
-function noData(scene: Scene, plot: Frame['plot']): Scene {
-  scene.shapes.push(text(plot.x + plot.w / 2, plot.y + plot.h / 2, 'no data for this chart in this run', { color: '#888888' }));
+function noData(scene: Scene, plot: Frame['plot'], message = 'no data for this chart in this run'): Scene {
+  scene.shapes.push(text(plot.x + plot.w / 2, plot.y + plot.h / 2, message, { color: '#888888' }));
   return scene;
 }
 
@@ -183,7 +186,7 @@ function lineScene(spec: LineChart): Scene {
   const all = series.flatMap((s) => s.points);
   if (all.length === 0) {
     shapes.push(...axesLines(plot));
-    return finish(noData(scene, plot), plot, [], spec.note);
+    return finish(noData(scene, plot, spec.empty), plot, [], spec.note);
   }
   const xs = all.map((p) => p[0]);
   const ys = all.map((p) => p[1]);
@@ -214,7 +217,7 @@ function barScene(spec: BarChart): Scene {
   const n = spec.categories.length;
   if (n === 0 || series.every((s) => s.values.every((v) => !v))) {
     shapes.push(...axesLines(plot));
-    return finish(noData(scene, plot), plot, [], spec.note);
+    return finish(noData(scene, plot, spec.empty), plot, [], spec.note);
   }
   const tops = spec.categories.map((_, i) => (spec.stacked ? series.reduce((a, s) => a + (s.values[i] ?? 0), 0) : Math.max(...series.map((s) => s.values[i] ?? 0))));
   const toY = yAxis(shapes, plot, niceTicks(0, Math.max(...tops), 6), 'number');

@@ -10,7 +10,9 @@
  * - env worker busy fraction per train step, for runs whose metrics lack envBusyFraction: the time
  *   at least one env activity ran, per env process, over the step's interval (previous train.step
  *   end to this one's), summed over processes;
- * - finished trajectories per time bin.
+ * - finished trajectories per time bin;
+ * - for rollout runs (no train steps): engine busy spans (prefill / decode) per inference process and
+ *   the policy version of every sampled turn, for per-time-bucket charts.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -36,13 +38,24 @@ export interface TrajectoryTiming {
   derivedSpan: boolean;
 }
 
+export interface TrajectorySummary {
+  trajectoryId: string;
+  status?: string;
+  reward?: number;
+  /** The environment's own return; the task counts as solved when it is > 0. */
+  envReturn?: number;
+  turns?: number;
+  /** Epoch µs summary.json was last written: the finish time of a trajectory the trace lacks. */
+  writtenUs?: number;
+}
+
 export interface RunData {
   runId: string;
   runDir: string;
   metrics: Partial<StepMetrics>[];
   evaluations: EvalRecord[];
   /** From trajectories/<id>/summary.json. */
-  trajectories: { trajectoryId: string; status?: string; reward?: number; turns?: number }[];
+  trajectories: TrajectorySummary[];
   timings: TrajectoryTiming[];
   /** Durations of every env.step span (ms). */
   envStepMs: number[];
@@ -50,6 +63,10 @@ export interface RunData {
   stepIntervals: Map<number, [number, number]>;
   /** Env activity spans per env process: [start, end] epoch µs. */
   envBusySpans: Map<string, [number, number][]>;
+  /** Engine prefill / decode spans per inference process: [start, end] epoch µs. */
+  engineBusySpans: Map<string, [number, number][]>;
+  /** Policy version -> turns sampled with it (the trace's `sample` spans). */
+  generatedVersions: Map<number, number>;
   /** Epoch µs that elapsed time 0 corresponds to (the run start when the metrics tell it). */
   originUs?: number;
   traceFiles: number;
@@ -88,16 +105,18 @@ export function parseCurveCsv(text: string): Record<string, number>[] {
   });
 }
 
-async function readTrajectorySummaries(runDir: string): Promise<RunData['trajectories']> {
+async function readTrajectorySummaries(runDir: string): Promise<TrajectorySummary[]> {
   const dir = path.join(runDir, 'trajectories');
   const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const out: RunData['trajectories'] = [];
+  const out: TrajectorySummary[] = [];
   for (const name of names) {
-    const text = await fs.readFile(path.join(dir, name, 'summary.json'), 'utf8').catch(() => undefined);
+    const file = path.join(dir, name, 'summary.json');
+    const text = await fs.readFile(file, 'utf8').catch(() => undefined);
     if (!text) continue;
     try {
-      const s = JSON.parse(text) as { trajectoryId?: string; status?: string; reward?: number; turns?: number };
-      out.push({ trajectoryId: s.trajectoryId ?? name, status: s.status, reward: s.reward, turns: s.turns });
+      const s = JSON.parse(text) as Partial<TrajectorySummary>;
+      const writtenUs = await fs.stat(file).then((st) => st.mtimeMs * 1000, () => undefined);
+      out.push({ trajectoryId: s.trajectoryId ?? name, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
     } catch {
       // written atomically; a broken file is not ours to fix here
     }
@@ -123,12 +142,20 @@ export function unionLength(intervals: readonly [number, number][], from = -Infi
   return total;
 }
 
-/** Per-trajectory timings, env step durations, train step intervals and env busy spans. */
-export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, 'timings' | 'envStepMs' | 'stepIntervals' | 'envBusySpans'> & { stepEnds: Map<number, number> } {
+function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** Per-trajectory timings, env step durations, train step intervals, env and engine busy spans. */
+export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, 'timings' | 'envStepMs' | 'stepIntervals' | 'envBusySpans' | 'engineBusySpans' | 'generatedVersions'> & { stepEnds: Map<number, number> } {
   interface Acc { span?: [number, number]; first: number; last: number; gen: number; env: number }
   const byTrajectory = new Map<string, Acc>();
   const envStepMs: number[] = [];
   const envBusySpans = new Map<string, [number, number][]>();
+  const engineBusySpans = new Map<string, [number, number][]>();
+  const generatedVersions = new Map<number, number>();
   const stepEnds = new Map<number, number>();
   const acc = (id: string) => {
     let a = byTrajectory.get(id);
@@ -142,11 +169,9 @@ export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, '
       const end = e.ts + e.dur;
       const wf = typeof e.args?.wf === 'string' ? e.args.wf : undefined;
       if (e.name === 'train.step' && typeof e.args?.step === 'number' && !e.args.error) stepEnds.set(e.args.step, Math.max(stepEnds.get(e.args.step) ?? 0, end));
-      if (segment.header.role === 'env' && e.cat === 'activity') {
-        let list = envBusySpans.get(processKey);
-        if (!list) envBusySpans.set(processKey, (list = []));
-        list.push([e.ts, end]);
-      }
+      if (segment.header.role === 'env' && e.cat === 'activity') pushTo(envBusySpans, processKey, [e.ts, end]);
+      if (e.cat === 'engine') pushTo(engineBusySpans, processKey, [e.ts, end]);
+      if (e.name === 'sample' && typeof e.args?.version === 'number') generatedVersions.set(e.args.version, (generatedVersions.get(e.args.version) ?? 0) + 1);
       if (e.name === 'env.step') envStepMs.push(e.dur / 1000);
       if (!wf || !TRAJECTORY_ID.test(wf)) continue;
       const a = acc(wf);
@@ -183,7 +208,7 @@ export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, '
     const start = i > 0 ? stepEnds.get(steps[i - 1])! : Math.min(...timings.map((t) => t.startUs), stepEnds.get(step)!);
     stepIntervals.set(step, [start, stepEnds.get(step)!]);
   }
-  return { timings, envStepMs, stepIntervals, envBusySpans, stepEnds };
+  return { timings, envStepMs, stepIntervals, envBusySpans, engineBusySpans, generatedVersions, stepEnds };
 }
 
 export async function loadRunData(dataDir: string, runId: string): Promise<RunData> {
@@ -216,5 +241,5 @@ export async function loadRunData(dataDir: string, runId: string): Promise<RunDa
   const anchor = metrics.find((m) => m.step !== undefined && m.elapsedS !== undefined && trace.stepEnds.has(m.step));
   const firstUs = trace.timings.length ? Math.min(...trace.timings.map((t) => t.startUs)) : undefined;
   const originUs = anchor ? trace.stepEnds.get(anchor.step!)! - anchor.elapsedS! * 1e6 : firstUs;
-  return { runId, runDir, metrics, evaluations, trajectories, timings: trace.timings, envStepMs: trace.envStepMs, stepIntervals: trace.stepIntervals, envBusySpans: trace.envBusySpans, originUs, traceFiles };
+  return { runId, runDir, metrics, evaluations, trajectories, timings: trace.timings, envStepMs: trace.envStepMs, stepIntervals: trace.stepIntervals, envBusySpans: trace.envBusySpans, engineBusySpans: trace.engineBusySpans, generatedVersions: trace.generatedVersions, originUs, traceFiles };
 }
