@@ -81,6 +81,8 @@ export interface EnvResetInput {
 
 export interface EnvResetOutput {
   sessionQueue: string;
+  /** Time spent opening the session (and replaying answers). */
+  activityMs?: number;
   /** What the model is shown next (after the replayed answers, if any). */
   next: NextTurn;
 }
@@ -129,6 +131,7 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
 /** Shared env queue: opening sessions, rewards and the trajectory/group records. */
 export function createEnvActivities({ sessions, sessionQueue, compatibility, store, logger }: EnvDeps) {
   async function envReset(input: EnvResetInput): Promise<EnvResetOutput> {
+    const startedAt = performance.now();
     refuseIfIncompatible('env', input.runId ?? input.sessionId, input.compatibility, compatibility, logger);
     const stepTimeoutMs = input.env.stepTimeoutS * 1000;
     const open = async () => {
@@ -147,7 +150,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     };
     const next = await withinStepTimeout(stepTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
     logger.debug({ sessionId: input.sessionId, replayed: input.replayAnswers.length }, 'environment session opened');
-    return { sessionQueue, next };
+    return { sessionQueue, next, activityMs: performance.now() - startedAt };
   }
 
   /**
@@ -172,7 +175,8 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
 
 /** This worker's own session queue: turns and close of the sessions it holds. */
 export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>) {
-  async function envStep(input: EnvStepInput): Promise<TurnOutcome> {
+  async function envStep(input: EnvStepInput): Promise<TurnOutcome & { activityMs: number }> {
+    const startedAt = performance.now();
     const session = sessions.get(input.sessionId);
     // A retry while the first attempt still runs awaits the same turn rather than acting twice.
     const recorded = session.turns[input.turn];
@@ -181,7 +185,8 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     }
     const outcome = recorded ?? session.episode.respond(input.text);
     session.turns[input.turn] = outcome;
-    return withinStepTimeout(session.stepTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
+    const result = await withinStepTimeout(session.stepTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
+    return { ...result, activityMs: performance.now() - startedAt };
   }
 
   async function envClose(input: { sessionId: string }): Promise<void> {

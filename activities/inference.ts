@@ -53,6 +53,8 @@ export interface GenerateOutput {
   contextTokens: number;
   minPolicyVersion: number;
   maxPolicyVersion: number;
+  /** Time this attempt spent in the activity (0 when it found the turn already stored). */
+  activityMs?: number;
 }
 
 export interface InferenceDeps {
@@ -134,6 +136,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
       log.info('turn already stored by an earlier attempt; returning it');
       return toOutput(stored);
     }
+    const startedAt = performance.now();
     if (input.policy) await ensurePolicy(input.policy);
     const previous = await store.getTurns(runId, trajectoryId, turn);
     const freshContext = turn === 0 || input.freshContext === true;
@@ -178,7 +181,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
         contextTokens: promptIds.length,
       });
       log.debug({ completionTokens: record.completionIds.length, queueMs: result.queueMs, decodeMs: result.decodeMs }, 'generated');
-      return toOutput(record);
+      return { ...toOutput(record), activityMs: performance.now() - startedAt };
     } finally {
       clearInterval(heartbeat);
     }

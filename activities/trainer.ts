@@ -13,7 +13,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
-import type { GroupSummary } from '../src/core/records';
+import type { GroupSummary, TrajectoryTime } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
@@ -215,6 +215,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
 
     const samples: TrainingSample[] = [];
     const trajectoryAdvantages: number[] = [];
+    const trajectoryTimes: TrajectoryTime[] = [];
     const tokenVersions: number[] = [];
     const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
     for (const group of input.groups) {
@@ -227,6 +228,8 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
           samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage: advantages[i] });
           tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
         }
+        const time = (await store.getTrajectory(runId, trajectoryId))?.time;
+        if (time) trajectoryTimes.push(time);
       }
     }
     loading.end({ sequences: samples.length });
@@ -254,6 +257,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       trainerIdleFraction: intervalMs > 0 ? (startedAt - since.endedAt) / intervalMs : 0,
       engineBusyFraction: engineBusyFraction(since.engines, engines, intervalMs),
       envBusyFraction: busyFraction(since.envWorkers, envWorkers, intervalMs),
+      trajectoryTimes,
     });
     previous = { endedAt, engines, envWorkers };
     const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };

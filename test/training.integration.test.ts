@@ -62,6 +62,12 @@ describe('training run', () => {
         expect(Number.isFinite(m.refKl)).toBe(true);
         // eta = 0: every trained token was sampled by the very version being trained.
         expect(Object.keys(m.stalenessHistogram)).toEqual(['0']);
+        // Where the batch's trajectories spent their time: the parts add up, generation is real work.
+        const time = m.trajectoryTime!;
+        expect(time.generationMs).toBeGreaterThan(0);
+        expect(time.environmentMs).toBeGreaterThan(0);
+        expect(time.waitingMs).toBeGreaterThanOrEqual(0);
+        expect(Math.abs(time.generationMs + time.environmentMs + time.waitingMs - time.totalMs)).toBeLessThanOrEqual(2);
       }
 
       const trainedGroups: string[] = [];

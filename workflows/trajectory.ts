@@ -24,7 +24,7 @@ import type { EnvActivities, EnvResetOutput, SessionActivities } from '../activi
 import type { InferenceActivities } from '../activities/inference';
 import type { NextTurn } from '../src/agents/agent';
 import type { TurnOutcome } from '../src/agents/episode';
-import type { TrajectoryStatus, TrajectorySummary } from '../src/core/records';
+import type { TrajectoryStatus, TrajectorySummary, TrajectoryTime } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
 import { untilMatchingWorker } from './workerMismatch';
@@ -53,6 +53,11 @@ function episodeFailure(err: unknown): { status: TrajectoryStatus; reason: strin
   if (!(err instanceof ActivityFailure) || !(err.cause instanceof ApplicationFailure)) return undefined;
   const status = FAILURE_STATUS[err.cause.type ?? ''];
   return status ? { status, reason: err.cause.message } : undefined;
+}
+
+function timeSplit(totalMs: number, generationMs: number, environmentMs: number): TrajectoryTime {
+  const round = (ms: number) => Math.round(ms);
+  return { totalMs: round(totalMs), generationMs: round(generationMs), environmentMs: round(environmentMs), waitingMs: round(Math.max(0, totalMs - generationMs - environmentMs)) };
 }
 
 function outcomeWord(info: Record<string, unknown>): string {
@@ -87,6 +92,11 @@ async function withDeadline(ms: number, fn: () => Promise<void>): Promise<'finis
 
 export async function trajectoryWorkflow(input: TrajectoryInput): Promise<TrajectorySummary> {
   const { runId, trajectoryId } = input;
+  // Workflow time: deterministic, the time of the workflow task that runs this line.
+  const startedAt = Date.now();
+  /** Time inside generate activities and inside environment activities, as they report it. */
+  let generationMs = 0;
+  let environmentMs = 0;
 
   const { generate } = proxyActivities<InferenceActivities>({
     taskQueue: input.taskQueues.inference,
@@ -116,15 +126,20 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   const answers: string[] = [];
   let envRestores = 0;
   const sessionId = () => `${trajectoryId}.s${envRestores}`;
-  const openSession = () =>
-    untilMatchingWorker('an environment session', () => envReset({ sessionId: sessionId(), runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers, compatibility: input.compatibility }));
+  const openSession = async () => {
+    const opened = await untilMatchingWorker('an environment session', () => envReset({ sessionId: sessionId(), runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers, compatibility: input.compatibility }));
+    environmentMs += opened.activityMs ?? 0;
+    return opened;
+  };
   let session: EnvResetOutput | undefined;
 
   /** Hands the answer of turn `answers.length` to the session, rebuilding it if it is lost. */
   async function respond(text: string): Promise<TurnOutcome> {
     for (;;) {
       try {
-        return await sessionActivities(session!.sessionQueue).envStep({ sessionId: sessionId(), turn: answers.length, text });
+        const outcome = await sessionActivities(session!.sessionQueue).envStep({ sessionId: sessionId(), turn: answers.length, text });
+        environmentMs += outcome.activityMs ?? 0;
+        return outcome;
       } catch (err) {
         if (!isSessionLost(err) || envRestores >= MAX_ENV_RESTORES) throw err;
         envRestores++;
@@ -164,6 +179,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
         return;
       }
       turns++;
+      generationMs += reply.activityMs ?? 0;
       completionTokens += reply.completionTokens;
       minPolicyVersion = Math.min(minPolicyVersion, reply.minPolicyVersion);
       maxPolicyVersion = Math.max(maxPolicyVersion, reply.maxPolicyVersion);
@@ -222,6 +238,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     minPolicyVersion: turns > 0 ? minPolicyVersion : -1,
     maxPolicyVersion,
     envRestores,
+    time: timeSplit(Date.now() - startedAt, generationMs, environmentMs),
   };
   await recordTrajectory(summary);
   upsertSearchAttributes([

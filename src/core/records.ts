@@ -58,6 +58,19 @@ export interface TrajectorySummary {
   maxPolicyVersion: number;
   /** Times the environment session was rebuilt after its worker went away. */
   envRestores: number;
+  /** Where the episode's wall time went (absent in trajectories recorded before it was measured). */
+  time?: TrajectoryTime;
+}
+
+/**
+ * A trajectory's wall time split by stage: inside `generate` activities, inside environment
+ * activities (session open, turns, close), and the rest (task dispatch, queues, admission, records).
+ */
+export interface TrajectoryTime {
+  totalMs: number;
+  generationMs: number;
+  environmentMs: number;
+  waitingMs: number;
 }
 
 /** A group: G trajectories of one prompt. Failed trajectories are listed apart, never scored 0. */

@@ -1,6 +1,6 @@
 /** The per-step record of a training run (one line of metrics.jsonl). Pure. */
 import { solvedOf } from '../core/groupStats';
-import type { GroupSummary } from '../core/records';
+import type { GroupSummary, TrajectoryTime } from '../core/records';
 import type { TrainMetrics } from './trainer';
 
 export interface StepMetrics extends TrainMetrics {
@@ -31,6 +31,11 @@ export interface StepMetrics extends TrainMetrics {
    * worker process, summed over them; absent when no env worker published its counters).
    */
   envBusyFraction?: number;
+  /**
+   * Mean wall time per trajectory of this step's groups, split into generation, environment and
+   * waiting (absent when none of them measured it).
+   */
+  trajectoryTime?: TrajectoryTime;
   /** Seconds from the start of the run to the end of this step (absent in runs that did not say). */
   elapsedS?: number;
 }
@@ -50,6 +55,8 @@ export interface StepInputs {
   trainerIdleFraction: number;
   engineBusyFraction: number;
   envBusyFraction?: number;
+  /** The time split of each trained trajectory that recorded one. */
+  trajectoryTimes?: readonly TrajectoryTime[];
 }
 
 export function summarizeStep(inputs: StepInputs): StepMetrics {
@@ -80,5 +87,11 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     trainerIdleFraction: inputs.trainerIdleFraction,
     engineBusyFraction: inputs.engineBusyFraction,
     ...(inputs.envBusyFraction === undefined ? {} : { envBusyFraction: inputs.envBusyFraction }),
+    ...(inputs.trajectoryTimes?.length ? { trajectoryTime: meanTime(inputs.trajectoryTimes) } : {}),
   };
+}
+
+function meanTime(times: readonly TrajectoryTime[]): TrajectoryTime {
+  const field = (key: keyof TrajectoryTime) => Math.round(mean(times.map((t) => t[key])));
+  return { totalMs: field('totalMs'), generationMs: field('generationMs'), environmentMs: field('environmentMs'), waitingMs: field('waitingMs') };
 }
