@@ -90,16 +90,6 @@ function lookup<T>(kind: string, map: Map<string, T>, name: string): T {
   return value;
 }
 
-export function knownEnvironments(): string[] {
-  ensureBuiltins();
-  return [...environments.keys()].sort();
-}
-
-export function knownAgents(): string[] {
-  ensureBuiltins();
-  return [...agents.keys()].sort();
-}
-
 export function getTool(name: string): Tool {
   return lookup('tool', tools, name);
 }
