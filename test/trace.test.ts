@@ -18,12 +18,11 @@ import { buildChromeTrace, exportRunTrace, readRunTrace, traceDir, type ChromeEv
 import { Recorder, tracer, type TraceEvent } from '../src/trace/recorder';
 import { runIdOfWorkflowId } from '../src/trace/names';
 import { traceActivities } from '../src/trace/activityInterceptor';
-import { episodeSpecOf } from '../src/cli/session';
 import { trainingWorkflow } from '../workflows/training';
 import { traceSinks } from '../src/trace/sinks';
 import { startWorkers } from '../workers/start';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../workers/workflowWorker';
-import { testConfig, withClient } from './support/harness';
+import { testConfig, trainingStart, withClient } from './support/harness';
 
 function tempDir(name: string): string {
   return mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), `${name}-`));
@@ -314,11 +313,7 @@ describe('trace of a short training run', () => {
     const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
     try {
       const result = await withClient(async (client) => {
-        const handle = await client.workflow.start(trainingWorkflow, {
-          workflowId: runId,
-          taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-          args: [{ ...episodeSpecOf(config, runId), groupSize: 4, maxConcurrency: 8, trainer: config.trainer }],
-        });
+        const handle = await client.workflow.start(trainingWorkflow, trainingStart(config, runId));
         return handle.result();
       });
       expect(result.steps).toBe(2);

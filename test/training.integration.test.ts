@@ -14,9 +14,8 @@ import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupReadySignal } from '../workflows/signals';
 import { trainingStatusQuery, trainingWorkflow } from '../workflows/training';
-import { episodeSpecOf } from '../src/cli/session';
 import { startWorkers } from '../workers/start';
-import { eventually, testConfig, withClient } from './support/harness';
+import { eventually, testConfig, trainingStart, withClient } from './support/harness';
 
 describe('training run', () => {
   it('publishes a version per step from streamed groups, on-policy with eta = 0, each group once', async () => {
@@ -34,11 +33,7 @@ describe('training run', () => {
     const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
     try {
       const result = await withClient(async (client) => {
-        const handle = await client.workflow.start(trainingWorkflow, {
-          workflowId: runId,
-          taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-          args: [{ ...episodeSpecOf(config, runId), groupSize: 8, maxConcurrency: 16, trainer: config.trainer }],
-        });
+        const handle = await client.workflow.start(trainingWorkflow, trainingStart(config, runId));
         // Deliver the first group a second time, as a retried signal would.
         const store = new TrajectoryStore(config.dataDir);
         const first = await eventually(() => store.getGroup(runId, `${runId}.g00000`), 120_000);
@@ -110,11 +105,7 @@ describe('training run', () => {
     const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
     try {
       const result = await withClient((client) =>
-        client.workflow.execute(trainingWorkflow, {
-          workflowId: runId,
-          taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-          args: [{ ...episodeSpecOf(config, runId), groupSize: 4, maxConcurrency: 16, trainer: config.trainer, eval: config.eval }],
-        }),
+        client.workflow.execute(trainingWorkflow, trainingStart(config, runId)),
       );
       expect(result.version).toBe(4);
       const runDir = path.join(config.dataDir, 'runs', runId);

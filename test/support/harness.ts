@@ -7,6 +7,8 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseRunConfig } from '../../config/load';
 import type { RunConfig } from '../../config/schema';
+import { episodeSpecOf } from '../../src/cli/session';
+import type { TrainingInput } from '../../workflows/types';
 
 export function testAddress(): string {
   const address = process.env.TRAJFLOW_TEST_TEMPORAL_ADDRESS;
@@ -58,4 +60,14 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
+}
+
+/** Start options of a training workflow for `config`, as `trajflow train` would start it. */
+export function trainingStart(config: RunConfig, runId: string): { workflowId: string; taskQueue: string; args: [TrainingInput] } {
+  const spec = episodeSpecOf(config, runId);
+  return {
+    workflowId: runId,
+    taskQueue: spec.taskQueues.workflows,
+    args: [{ ...spec, groupSize: config.rollout.groupSize, maxConcurrency: config.rollout.maxConcurrency, trainer: config.trainer, eval: config.eval }],
+  };
 }
