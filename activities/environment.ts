@@ -6,6 +6,10 @@
  * the trajectory rebuilds the session elsewhere by replaying the model's recorded answers on a
  * fresh, identically seeded environment.
  *
+ * With `env.sessions: local` the same activities run as local activities in the workflow worker,
+ * which then holds the sessions; a trajectory that moves to another workflow worker finds no
+ * session there and rebuilds it the same way.
+ *
  * Episode failures become non-retryable failures whose type the trajectory records as its outcome:
  * `EnvironmentError`, `RewardError`, `AgentError`, and `EnvStepTimeout` for a turn past the env's
  * `stepTimeoutS`.
@@ -108,9 +112,13 @@ function episodeFailure(err: unknown): unknown {
   return ApplicationFailure.create({ type: FAILURE_TYPES[err.kind], message: err.message, nonRetryable: true });
 }
 
-/** `work` with heartbeats (a dead worker is noticed in seconds) and the env's per-turn time limit. */
+/**
+ * `work` with heartbeats (a dead worker is noticed in seconds; local activities have none, their
+ * workflow task is their lease) and the env's per-turn time limit.
+ */
 async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: Promise<T>): Promise<T> {
-  const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
+  const context = Context.current();
+  const heartbeat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), HEARTBEAT_MS);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(

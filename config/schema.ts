@@ -43,6 +43,15 @@ export const EnvConfigSchema = z.looseObject({
   name: z.string().min(1),
   /** Longest one turn of the environment (agent + environment step, tool calls included) may take. */
   stepTimeoutS: z.number().positive().default(60),
+  /**
+   * Where the episode session (agent + environment) lives. `env-worker`: in an env worker, its
+   * turns routed to that worker's own queue, each an activity. `local`: in the workflow worker
+   * running the trajectory, its turns Temporal local activities, which skip a server round trip per
+   * turn (recorded as markers in the trajectory's history). For environments that are cheap and
+   * need no isolation (FrozenLake, arithmetic); keep sandboxes (bash) on env workers. Default
+   * `env-worker`.
+   */
+  sessions: z.enum(['env-worker', 'local']).optional(),
 });
 
 /** The agent, by registered name; its other fields are the agent's own options. */

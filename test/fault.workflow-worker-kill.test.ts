@@ -2,7 +2,8 @@
  * SIGKILL the workflow worker (every trajectory, group and controller workflow lives in its cache)
  * in the middle of a rollout, start a new one, and the rollout still completes: the new worker
  * rebuilds each workflow by replaying its history, so every trajectory and group completes exactly
- * once, no turn is sampled twice and none is skipped.
+ * once, no turn is sampled twice and none is skipped. With `env.sessions: local` the killed worker
+ * also held the episode sessions: the new one rebuilds them from the recorded answers.
  */
 import path from 'node:path';
 import { createLogger } from '../src/log';
@@ -17,14 +18,15 @@ import { activityAttempts, auditRun, killWorker, LoggedWorker, spawnLoggedWorker
 const GROUPS = 3;
 const GROUP_SIZE = 4;
 
-describe('workflow worker SIGKILLed mid-rollout', () => {
+describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-rollout (sessions: %s)', (sessions) => {
   it('replays every workflow on a new worker; each trajectory and group completes exactly once', async () => {
-    const config = testConfig('fault-workflows', {
+    const config = testConfig(`fault-workflows-${sessions}`, {
+      env: { sessions },
       agent: { maxTurns: 4 },
       sampling: { maxTokens: 16 },
       rollout: { groups: GROUPS, groupSize: GROUP_SIZE, maxConcurrency: 6 },
     });
-    const runId = 'fault-workflows-run';
+    const runId = `fault-workflows-${sessions}-run`;
     const logger = createLogger('test');
     logger.level = 'warn';
     const configFile = writeConfigFile(config);
@@ -73,6 +75,12 @@ describe('workflow worker SIGKILLed mid-rollout', () => {
         }
       });
       console.log(`generate activities retried: ${retriedGenerates}`);
+      if (sessions === 'local') {
+        // The sessions died with the worker: trajectories in flight at the kill rebuilt theirs.
+        const restores = await Promise.all((await store.listTrajectories(runId)).map(async (id) => (await store.getTrajectory(runId, id))!.envRestores));
+        console.log(`sessions rebuilt: ${restores.reduce((a, b) => a + b, 0)}`);
+        expect(Math.max(...restores)).toBeGreaterThanOrEqual(1);
+      }
     } finally {
       await killWorker(workflows);
       await local.shutdown();

@@ -17,6 +17,7 @@ import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
 import { createWorkflowWorker } from './workflowWorker';
+import { createSessionHost } from './sessionHost';
 
 export const ROLES = ['workflows', 'inference', 'env', 'trainer'] as const;
 export type Role = (typeof ROLES)[number];
@@ -86,14 +87,15 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     });
     cleanups.push(removeCollector, () => inference.stats.stop(), () => provider.close());
   }
-  if (has('env')) {
-    const env = await createEnvWorkers(config, connection, store, logger.child({ role: 'env' }));
-    workers.push(...env.workers);
-    env.busy.start();
-    cleanups.push(() => env.sessions.closeAll(), () => env.busy.stop());
+  // Env workers hold episode sessions; workflow workers hold those of `env.sessions: local` runs.
+  if (has('env') || has('workflows')) {
+    const sessionHost = createSessionHost(config, store, logger.child({ role: 'env' }));
+    if (has('env')) workers.push(...(await createEnvWorkers(config, connection, sessionHost, logger.child({ role: 'env' }))));
+    if (has('workflows')) workers.push(await createWorkflowWorker(config, connection, sessionHost));
+    sessionHost.busy.start();
+    cleanups.push(() => sessionHost.sessions.closeAll(), () => sessionHost.busy.stop());
   }
   if (has('trainer')) workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
-  if (has('workflows')) workers.push(await createWorkflowWorker(config, connection));
 
   let metricsUrl: string | undefined;
   if (prometheusPort !== undefined) {

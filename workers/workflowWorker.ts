@@ -1,10 +1,12 @@
 /**
  * Workflow worker: polls `<prefix>-workflows` and runs the trajectory, group and rollout
- * controller workflows. Deterministic orchestration only; all I/O happens in activities.
+ * controller workflows. Deterministic orchestration only; all I/O happens in activities, the
+ * episode sessions of `env.sessions: local` runs in this process's local activities.
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { traceSinks } from '../src/trace/sinks';
+import type { SessionHost } from './sessionHost';
 import { taskQueuesFor } from './taskQueues';
 
 /**
@@ -13,7 +15,7 @@ import { taskQueuesFor } from './taskQueues';
  */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../src/trace/workflowInterceptors')];
 
-export async function createWorkflowWorker(config: RunConfig, connection: NativeConnection): Promise<Worker> {
+export async function createWorkflowWorker(config: RunConfig, connection: NativeConnection, sessionHost: SessionHost): Promise<Worker> {
   const bundlePath = process.env.TRAJFLOW_WORKFLOW_BUNDLE;
   return Worker.create({
     connection,
@@ -21,7 +23,10 @@ export async function createWorkflowWorker(config: RunConfig, connection: Native
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
     ...(bundlePath
       ? { workflowBundle: { codePath: bundlePath } }
-      : { workflowsPath: require.resolve('../workflows'), interceptors: { workflowModules: WORKFLOW_INTERCEPTOR_MODULES } }),
+      : { workflowsPath: require.resolve('../workflows') }),
+    interceptors: { ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }), activity: sessionHost.activityInterceptors },
+    // Local activities only: sessions of `env.sessions: local` trajectories.
+    activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities },
     // Trace events workflows report (always registered: workflow code calls the sink either way).
     sinks: traceSinks(config.dataDir),
     // Many small trajectories at once; the default cache is plenty, but keep tasks flowing.

@@ -6,7 +6,8 @@
  * Every completed activity is in history, so a crashed worker costs at most the turn in flight.
  * Token ids never pass through here: `generate` stores them and returns text and counts. The
  * agent and environment run in the env worker, so any code can plug in without touching this
- * deterministic sandbox.
+ * deterministic sandbox. With `env.sessions: local` the session lives in the workflow worker
+ * instead, and opening, turns, close and reward are local activities.
  */
 import {
   ActivityFailure,
@@ -15,10 +16,12 @@ import {
   isCancellation,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   sleep,
   TimeoutFailure,
   upsertSearchAttributes,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { EnvActivities, EnvResetOutput, SessionActivities } from '../activities/environment';
 import type { InferenceActivities } from '../activities/inference';
@@ -27,6 +30,7 @@ import type { TurnOutcome } from '../src/agents/episode';
 import type { TrajectoryStatus, TrajectorySummary, TrajectoryTime } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
+import { activityCause } from './activityFailures';
 import { untilMatchingWorker } from './workerMismatch';
 
 /** Type of the failure `SessionRegistry.get` raises; kept literal so no activity code is bundled. */
@@ -44,15 +48,17 @@ const FAILURE_STATUS: Readonly<Record<string, TrajectoryStatus>> = {
 const DEFAULT_EPISODE_TIMEOUT_S = 600;
 
 function isSessionLost(err: unknown): boolean {
-  if (!(err instanceof ActivityFailure)) return false;
-  return err.cause instanceof TimeoutFailure || (err.cause instanceof ApplicationFailure && err.cause.type === SESSION_LOST);
+  const cause = activityCause(err);
+  // A timeout only from an activity: nobody polled the lost worker's session queue.
+  return (err instanceof ActivityFailure && cause instanceof TimeoutFailure) || (cause instanceof ApplicationFailure && cause.type === SESSION_LOST);
 }
 
 /** The status and reason of an episode that could not finish, or undefined for other errors. */
 function episodeFailure(err: unknown): { status: TrajectoryStatus; reason: string } | undefined {
-  if (!(err instanceof ActivityFailure) || !(err.cause instanceof ApplicationFailure)) return undefined;
-  const status = FAILURE_STATUS[err.cause.type ?? ''];
-  return status ? { status, reason: err.cause.message } : undefined;
+  const cause = activityCause(err);
+  if (!(cause instanceof ApplicationFailure)) return undefined;
+  const status = FAILURE_STATUS[cause.type ?? ''];
+  return status ? { status, reason: cause.message } : undefined;
 }
 
 function timeSplit(totalMs: number, generationMs: number, environmentMs: number): TrajectoryTime {
@@ -104,22 +110,31 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     heartbeatTimeout: '10 seconds',
     retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
   });
-  const { envReset, computeReward, recordTrajectory } = proxyActivities<EnvActivities>({
+  const envRetry: RetryPolicy = { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 10 };
+  const envActivities = proxyActivities<EnvActivities>({
     taskQueue: input.taskQueues.env,
     startToCloseTimeout: '10 minutes',
     heartbeatTimeout: '10 seconds',
-    retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 10 },
+    retry: envRetry,
   });
+  const { recordTrajectory } = envActivities;
+  const localSessions = input.env.sessions === 'local';
+  const sessionRetry: RetryPolicy = { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] };
+  // A local session lives in this workflow worker: its turns skip the server round trip.
+  const localSessionActivities = proxyLocalActivities<SessionActivities>({ startToCloseTimeout: '10 minutes', retry: sessionRetry });
+  const { envReset, computeReward } = localSessions ? proxyLocalActivities<EnvActivities>({ startToCloseTimeout: '10 minutes', retry: envRetry }) : envActivities;
   // Session activities must reach the worker holding the session; if it is gone, nobody polls
   // its queue and schedule-to-start times out, which is the signal to rebuild the session.
   const sessionActivities = (sessionQueue: string) =>
-    proxyActivities<SessionActivities>({
-      taskQueue: sessionQueue,
-      scheduleToStartTimeout: '30 seconds',
-      startToCloseTimeout: '10 minutes',
-      heartbeatTimeout: '10 seconds',
-      retry: { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] },
-    });
+    localSessions
+      ? localSessionActivities
+      : proxyActivities<SessionActivities>({
+          taskQueue: sessionQueue,
+          scheduleToStartTimeout: '30 seconds',
+          startToCloseTimeout: '10 minutes',
+          heartbeatTimeout: '10 seconds',
+          retry: sessionRetry,
+        });
 
   const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
   /** The model's answers so far: replayed on a fresh session when the one holding them is lost. */
@@ -163,7 +178,9 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     session = await openSession();
     let next: NextTurn = session.next;
     while (turns < input.agent.maxTurns) {
-      const reply = await generate({
+      // Never cut short by the episode deadline: the activity stores the turn it generates, so a
+      // turn in flight when time runs out is finished and counted rather than stored unaccounted.
+      const reply = await CancellationScope.nonCancellable(() => generate({
         runId,
         runSeed: input.runSeed,
         trajectoryId,
@@ -173,7 +190,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
         sampling: input.sampling,
         policy,
         compatibility: input.compatibility,
-      });
+      }));
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         [status, reason] = ['max_context', `context full (${reply.contextTokens} tokens) before turn ${turns}`];
         return;

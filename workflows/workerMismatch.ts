@@ -3,14 +3,16 @@
  * run's refuses its tasks (activities/compatibility.ts); once Temporal's retries of such a refusal
  * run out, the workflow keeps asking instead of failing, since a matching worker may yet start.
  */
-import { ActivityFailure, ApplicationFailure, log, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
+import { activityCause } from './activityFailures';
 
 /** Failure type of a refusal; kept literal so no activity code is bundled into workflows. */
 const WORKER_MISMATCH = 'WorkerMismatch';
 const ASK_AGAIN_AFTER = '10 seconds';
 
 export function isWorkerMismatch(err: unknown): boolean {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === WORKER_MISMATCH;
+  const cause = activityCause(err);
+  return cause instanceof ApplicationFailure && cause.type === WORKER_MISMATCH;
 }
 
 /** `call`, again and again while only mismatched workers answer it. */
@@ -20,7 +22,7 @@ export async function untilMatchingWorker<T>(what: string, call: () => Promise<T
       return await call();
     } catch (err) {
       if (!isWorkerMismatch(err)) throw err;
-      log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, { reason: (err as ActivityFailure).cause?.message });
+      log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, { reason: (activityCause(err) as ApplicationFailure).message });
       await sleep(ASK_AGAIN_AFTER);
     }
   }
