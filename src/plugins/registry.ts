@@ -26,7 +26,7 @@ export interface EnvironmentContext {
 }
 
 export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates (and fills defaults of) the env section, less `name` and `stepTimeoutS`. */
+  /** Validates (and fills defaults of) the env section, less `name`, `stepTimeoutS` and `sessions`. */
   options: S;
   // Method syntax keeps definitions with different option types assignable to the base type.
   create(options: z.output<S>, context: EnvironmentContext): Environment;
@@ -55,7 +55,7 @@ export interface PluginApi {
 }
 
 /** Config keys every env section has, handled by trajflow rather than the environment. */
-const ENV_KEYS = ['name', 'stepTimeoutS'] as const;
+const ENV_KEYS = ['name', 'stepTimeoutS', 'sessions'] as const;
 /** Config keys every agent section has, handled by trajflow rather than the agent. */
 const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS'] as const;
 
