@@ -10,7 +10,8 @@
  *   logits = LN_f(x) W_head
  *
  * Two forward paths share the blocks:
- * - full sequence (`tokenLogprobs`, `prefill`): ops that all have gradients on wasm, for the trainer;
+ * - full sequence (`tokenLogprobs`, `targetLogprobs`, `prefill`): ops that all have gradients on wasm,
+ *   for the trainer;
  * - incremental (`decodeStep`): one new token per running sequence against a KVCache, for the engine.
  *   Its op count does not depend on the batch size, and every op is row-independent, so a sequence's
  *   logits are bit-identical whatever else is in the batch.
@@ -48,20 +49,37 @@ export function disposeTensorWeights(weights: TensorWeights): void {
  * respect to the weights. Call inside tf.tidy or a gradient function.
  */
 export function tokenLogprobs(weights: TensorWeights, ids: readonly number[], temperature: number): tf.Tensor1D {
-  if (ids.length < 2) throw new Error(`tokenLogprobs needs at least 2 tokens, got ${ids.length}`);
-  if (!(Number.isFinite(temperature) && temperature > 0)) throw new Error(`temperature must be > 0, got ${temperature}`);
-  assertSequence(weights.config, ids);
-  const { vocabSize } = weights.config;
+  assertScorable(weights.config, ids, temperature);
   const { hidden } = forwardSequence(weights, ids.slice(0, -1));
-  const logprobs = tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature));
-  // Picks each target's logprob with a one-hot mask: gather has no gradient on wasm.
-  const targets = oneHot(ids.slice(1), vocabSize);
-  return tf.sum(tf.mul(logprobs, targets), 1) as tf.Tensor1D;
+  return headLogprobs(weights, hidden, ids.slice(1), temperature);
 }
 
-/** `tokenLogprobs` as plain numbers, for checking recorded behaviour logprobs. */
-export function sequenceLogprobs(weights: TensorWeights, ids: readonly number[], temperature: number): Float32Array {
-  const logprobs = tf.tidy(() => tokenLogprobs(weights, ids, temperature));
+/**
+ * `tokenLogprobs` at the targets `positions` only (ascending indices into its n-1 values), 0 at the
+ * other targets: all that a loss reading only those needs, for less work. Target t is scored from
+ * hidden row t, which depends on ids[<= t] alone (the model is causal), so the blocks run on ids up
+ * to the last target's, and the last block past its keys and values (see `forwardSequence`), the
+ * LM head, the softmax and the pick on the K target rows alone. The K logprobs go back to their
+ * positions through a one-hot S [K, n-1]: a 2-D matMul has a gradient on wasm where scatter has
+ * none, and with a single 1 per row it only adds zeros, so every value stays exact. Call inside
+ * tf.tidy or a gradient function.
+ */
+export function targetLogprobs(weights: TensorWeights, ids: readonly number[], positions: readonly number[], temperature: number): tf.Tensor1D {
+  assertScorable(weights.config, ids, temperature);
+  const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
+  if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
+  const { hidden } = forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions);
+  const picked = headLogprobs(weights, hidden, positions.map((t) => ids[t + 1]), temperature); // [K]
+  // [1, n-1] = picked^T S: picked[k] at positions[k], 0 elsewhere
+  return tf.reshape(tf.matMul(tf.reshape(picked, [1, positions.length]), oneHot(positions, ids.length - 1)), [ids.length - 1]);
+}
+
+/**
+ * `tokenLogprobs` as plain numbers, for checking recorded behaviour logprobs; given `positions`,
+ * `targetLogprobs` at those (0 at the other targets), for what reads only them.
+ */
+export function sequenceLogprobs(weights: TensorWeights, ids: readonly number[], temperature: number, positions?: readonly number[]): Float32Array {
+  const logprobs = tf.tidy(() => (positions ? targetLogprobs(weights, ids, positions, temperature) : tokenLogprobs(weights, ids, temperature)));
   const values = logprobs.dataSync() as Float32Array;
   logprobs.dispose();
   return values;
@@ -146,14 +164,25 @@ function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float
   return q;
 }
 
-/** Hidden states after the final LayerNorm, [T, D], and each layer's keys and values, [T, D]. */
-function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
-  const { vocabSize, dModel: D, nLayers } = weights.config;
+/**
+ * Hidden states after the final LayerNorm at rows `outputs` (ascending; all T by default), [K, D],
+ * and each layer's keys and values, [T, D].
+ *
+ * Everything in the last block after its keys and values acts on each row alone (its queries,
+ * the residual stream, W_o, the MLP, the final LayerNorm), so there only the `outputs` rows are
+ * computed, picked by a one-hot S [K, T] (S x: a 2-D matMul has a gradient on wasm, gather does
+ * not; one 1 per row, so the picked rows are exact). Earlier blocks need every row: the next
+ * block's keys and values read them all.
+ */
+function forwardSequence(weights: TensorWeights, ids: readonly number[], outputs?: readonly number[]): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
+  const { vocabSize, dModel: D, nLayers, nHeads } = weights.config;
   const T = ids.length;
   assertSequence(weights.config, ids);
   // Token embedding as oneHot(ids) E rather than a gather, which has no gradient on wasm.
   let x = tf.add(tf.matMul(oneHot(ids, vocabSize), param(weights, 'embed.tokens')), tf.slice(param(weights, 'embed.positions'), [0, 0], [T, D]));
-  const masks = causalMasks(T, weights.config.nHeads);
+  const masks = causalMasks(Array.from({ length: T }, (_, i) => i), T, nHeads);
+  // What the last block needs for the `outputs` rows alone: their selection S and their masks.
+  const outputRows = outputs && { select: oneHot(outputs, T), masks: causalMasks(outputs, T, nHeads) };
   const keys: tf.Tensor[] = [];
   const values: tf.Tensor[] = [];
   for (let l = 0; l < nLayers; l++) {
@@ -162,7 +191,9 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
     const [q, k, v] = tf.split(qkv, 3, 1);
     keys.push(k);
     values.push(v);
-    x = tf.add(x, tf.matMul(causalAttention(q, k, v, masks, weights.config), p('attn.wo')));
+    const only = l === nLayers - 1 ? outputRows : undefined;
+    const rows = (t: tf.Tensor) => (only ? tf.matMul(only.select, t) : t); // S t
+    x = tf.add(rows(x), tf.matMul(causalAttention(rows(q), k, v, only?.masks ?? masks, weights.config), p('attn.wo')));
     x = tf.add(x, mlp(weights, l, x));
   }
   const hidden = layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias'));
@@ -170,12 +201,22 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
 }
 
 /**
- * Causal self-attention over a whole sequence, q, k, v [T, D] -> [T, D]. Head h owns feature
+ * log softmax(hidden W_head / temperature)[targets[k]] for each row k of hidden [K, D] -> [K]. The
+ * target is picked with a one-hot mask: gather has no gradient on wasm.
+ */
+function headLogprobs(weights: TensorWeights, hidden: tf.Tensor, targets: readonly number[], temperature: number): tf.Tensor1D {
+  const logprobs = tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature));
+  return tf.sum(tf.mul(logprobs, oneHot(targets, weights.config.vocabSize)), 1) as tf.Tensor1D;
+}
+
+/**
+ * Causal self-attention over a whole sequence: queries q [Q, D] at positions p_0 < p_1 < ... (every
+ * position, or some, as `masks` says), keys and values k, v [T, D] -> [Q, D]. Head h owns feature
  * columns h*hd .. (h+1)*hd-1 (hd = D / nHeads) of q, k and v, and its output the same columns:
  *
- *   S_h   = (q_h / sqrt(hd)) k_h^T + mask_h     [T, T]   mask_h: -slope_h (i - j) for j <= i, MASKED above
- *   out_h = softmax_rows(S_h) v_h               [T, hd]
- *   out   = [out_0 | out_1 | ... | out_{H-1}]   [T, D]
+ *   S_h   = (q_h / sqrt(hd)) k_h^T + mask_h     [Q, T]   mask_h[i, j]: -slope_h (p_i - j) for j <= p_i, MASKED above
+ *   out_h = softmax_rows(S_h) v_h               [Q, hd]
+ *   out   = [out_0 | out_1 | ... | out_{H-1}]   [Q, D]
  *
  * Two 2-D matMuls per head rather than batched 3-D ones over all heads: on wasm, 2-D products run
  * on XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
@@ -185,12 +226,12 @@ function forwardSequence(weights: TensorWeights, ids: readonly number[]): { hidd
  */
 function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, masks: readonly tf.Tensor[], config: ModelConfig): tf.Tensor {
   const H = config.nHeads;
-  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1); // H x [T, hd], scaled
+  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1); // H x [Q, hd], scaled
   const kHeadsT = tf.split(tf.transpose(k), H, 0); // H x [hd, T]
   const vHeads = tf.split(v, H, 1); // H x [T, hd]
   const outHeads = qHeads.map((qh, h) => {
-    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), masks[h])); // [T, T]
-    return tf.matMul(probs, vHeads[h]); // [T, hd]
+    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), masks[h])); // [Q, T]
+    return tf.matMul(probs, vHeads[h]); // [Q, hd]
   });
   return tf.concat(outHeads, 1);
 }
@@ -236,12 +277,12 @@ function fillBiasRow(row: Float32Array, slope: number, position: number): void {
   for (let column = 0; column < row.length; column++) row[column] = column <= position ? -slope * (position - column) : MASKED;
 }
 
-/** Per head [T, T]: query i's biases for keys 0..T-1. */
-function causalMasks(T: number, nHeads: number): tf.Tensor[] {
+/** Per head [Q, T]: row i holds the biases of the query at position queries[i] for keys 0..T-1. */
+function causalMasks(queries: readonly number[], T: number, nHeads: number): tf.Tensor[] {
   return Array.from(alibiSlopes(nHeads), (slope) => {
-    const bias = new Float32Array(T * T);
-    for (let i = 0; i < T; i++) fillBiasRow(bias.subarray(i * T, (i + 1) * T), slope, i);
-    return tf.tensor2d(bias, [T, T]);
+    const bias = new Float32Array(queries.length * T);
+    queries.forEach((position, i) => fillBiasRow(bias.subarray(i * T, (i + 1) * T), slope, position));
+    return tf.tensor2d(bias, [queries.length, T]);
   });
 }
 
@@ -257,6 +298,13 @@ function attentionMask(cache: KVCache, nHeads: number): tf.Tensor {
     slopes.forEach((slope, h) => fillBiasRow(bias.subarray((row * nHeads + h) * C, (row * nHeads + h + 1) * C), slope, position));
   });
   return tf.tensor3d(bias, [cache.rows, nHeads, C]);
+}
+
+/** A sequence `tokenLogprobs` can score: at least one target, all in range, a usable temperature. */
+function assertScorable(config: ModelConfig, ids: readonly number[], temperature: number): void {
+  if (ids.length < 2) throw new Error(`tokenLogprobs needs at least 2 tokens, got ${ids.length}`);
+  if (!(Number.isFinite(temperature) && temperature > 0)) throw new Error(`temperature must be > 0, got ${temperature}`);
+  assertSequence(config, ids);
 }
 
 function assertSequence({ vocabSize, maxContext }: ModelConfig, ids: readonly number[]): void {

@@ -8,7 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../model/config';
-import { tokenLogprobs, type TensorWeights } from '../model/transformer';
+import { targetLogprobs, type TensorWeights } from '../model/transformer';
 
 export interface LossConfig {
   /** Clip range below 1: the ratio's floor is 1 - epsilon. */
@@ -107,7 +107,10 @@ function assertEach<T>(items: readonly T[], problemOf: (item: T) => string | und
   });
 }
 
-/** [B, T] policy logprobs of each sequence's targets (differentiable) and their loss mask. */
+/**
+ * [B, T] policy logprobs of each sequence's trained targets (differentiable; 0 at the others) and
+ * their loss mask.
+ */
 export interface MaskedLogprobs {
   logprobs: tf.Tensor2D;
   mask: tf.Tensor2D;
@@ -123,19 +126,25 @@ export interface LossInputs extends MaskedLogprobs {
 }
 
 /**
- * Runs the policy over each sequence at its own length (no compute on padding) at `temperature`
- * and pads the per-target logprobs and mask to [B, T]. Call inside tf.tidy or a gradient function.
+ * Runs the policy over each sequence at its own length (no compute on padding) at `temperature`,
+ * scoring only its trained targets (see `targetLogprobs`: everything the loss reads), and pads the
+ * per-target logprobs and mask to [B, T]. Call inside tf.tidy or a gradient function.
  */
 export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
-  const rows = sequences.map(({ ids }) => tf.pad(tokenLogprobs(policy, ids, temperature), [[0, width - (ids.length - 1)]]));
+  const rows = sequences.map(({ ids, lossMask }) => tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]));
   return { logprobs: tf.stack(rows) as tf.Tensor2D, mask: paddedTargets(sequences.map(({ lossMask }) => lossMask), width) };
+}
+
+/** Target positions t (ids[t + 1] is trained) of a loss mask aligned with ids, ascending. */
+export function trainedTargets(lossMask: readonly number[]): number[] {
+  return lossMask.flatMap((m, i) => (i > 0 && m === 1 ? [i - 1] : []));
 }
 
 /**
  * Everything the loss reads of `samples`. `refLogprobs`, when given, holds each sample's reference
- * logprobs per target (n - 1 values, as `sequenceLogprobs` returns them).
+ * logprobs per target (n - 1 values, as `sequenceLogprobs` returns them), read at trained targets only.
  */
 export function lossInputs(policy: TensorWeights, samples: readonly TrainingSample[], temperature: number, refLogprobs?: readonly ArrayLike<number>[]): LossInputs {
   assertTrainingSamples(samples, policy.config);

@@ -5,7 +5,8 @@
  * Each sequence runs through the model at its own length, one gradient computation per sequence,
  * and the minibatch's gradient is their share-weighted sum (see `aggregationShare`). Nothing is
  * padded, memory stays that of one sequence's graph, and it measured as fast as one graph over the
- * whole minibatch.
+ * whole minibatch. Policy and reference are scored at trained tokens only (`targetLogprobs`), all
+ * the loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import './gradients';
@@ -24,6 +25,7 @@ import {
   maskedTokens,
   policyLoss,
   supervisedLoss,
+  trainedTargets,
   type LossConfig,
   type MaskedSequence,
   type TrainingSample,
@@ -157,7 +159,7 @@ export class PolicyTrainer {
     const sums = { clipFraction: 0, approxKl: 0, refKl: 0, entropy: 0 };
     for (const minibatch of split(samples, steps)) {
       const forwardStarted = performance.now();
-      const refLogprobs = this.reference && minibatch.map(({ ids }) => sequenceLogprobs(this.reference!, ids, temperature));
+      const refLogprobs = this.reference && minibatch.map(({ ids, lossMask }) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
       const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
         const { loss: sequenceLoss, metrics } = policyLoss(lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]), this.lossConfig);
         const tokens = maskedTokens([sample]);

@@ -1,0 +1,171 @@
+/**
+ * The trainer scores only trained targets (`targetLogprobs`, through `maskedLogprobs` and the
+ * reference logprobs); everything the loss reads must be what the full sequence (`tokenLogprobs`)
+ * gives: logprobs at trained targets, and the loss and gradients of a minibatch computed as
+ * PolicyTrainer computes them (one gradient per sequence, share-weighted).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { createRng, type Rng } from '../src/core/random';
+import { initBackend } from '../src/model/backend';
+import { modelConfig, type ModelConfig } from '../src/model/config';
+import { sequenceLogprobs, targetLogprobs, tokenLogprobs, type TensorWeights } from '../src/model/transformer';
+import { initWeights, parameterSpecs } from '../src/model/weights';
+import '../src/rl/gradients';
+import {
+  aggregationShare,
+  DEFAULT_LOSS_CONFIG,
+  lossInputs,
+  maskedLogprobs,
+  policyLoss,
+  supervisedLoss,
+  trainedTargets,
+  type LossConfig,
+  type LossInputs,
+  type TrainingSample,
+} from '../src/rl/loss';
+
+beforeAll(() => initBackend());
+
+const TEMPERATURE = 0.8;
+
+/** Variables at 5x the init scale (std 0.1), so that logprobs and gradients vary visibly. */
+function policyOf(config: ModelConfig, seed: number): TensorWeights {
+  const initial = initWeights(config, seed);
+  const params = Object.fromEntries(
+    parameterSpecs(config).map(({ name, shape, init }) => {
+      const values = init.kind === 'normal' ? initial.params[name].map((x) => 5 * x) : initial.params[name];
+      return [name, tf.variable(tf.tensor(values, [...shape]))];
+    }),
+  );
+  return { config, params };
+}
+
+/** Loss masks (aligned with n ids) of every shape the trainer meets; mask[0] is always 0. */
+const MASKS: Record<string, (n: number, rng: Rng) => number[]> = {
+  'trailing run': (n) => Array.from({ length: n }, (_, i) => (i >= n - 4 ? 1 : 0)),
+  'run, then untrained tokens': (n) => Array.from({ length: n }, (_, i) => (i >= 3 && i < n - 5 ? 1 : 0)),
+  'runs, one per turn': (n) => Array.from({ length: n }, (_, i) => (i % 9 >= 6 ? 1 : 0)),
+  scattered: (n, rng) => Array.from({ length: n }, (_, i) => (i > 0 && (rng() < 0.3 || i === 1) ? 1 : 0)),
+  'single token': (n) => Array.from({ length: n }, (_, i) => (i === n >> 1 ? 1 : 0)),
+  'every target': (n) => Array.from({ length: n }, (_, i) => (i > 0 ? 1 : 0)),
+};
+
+/** One sample per mask shape, random ids of random lengths, behaviour logprobs near the policy's. */
+function samplesFor(policy: TensorWeights, rng: Rng): TrainingSample[] {
+  return Object.values(MASKS).map((maskOf, b) => {
+    const n = 12 + Math.floor(rng() * 20);
+    const ids = Array.from({ length: n }, () => Math.floor(rng() * policy.config.vocabSize));
+    const current = sequenceLogprobs(policy, ids, TEMPERATURE);
+    return {
+      ids,
+      lossMask: maskOf(n, rng),
+      behaviourLogprobs: [0, ...Array.from(current, (lp, t) => Math.min(0, lp + 0.3 * Math.sin(3 * t + b)))],
+      advantage: rng() * 2 - 1,
+    };
+  });
+}
+
+/** The loss inputs of one sample from the full sequence, as the trainer built them before. */
+function fullInputs(policy: TensorWeights, sample: TrainingSample, refLogprobs?: Float32Array): LossInputs {
+  const { ids, lossMask, behaviourLogprobs, advantage } = sample;
+  return {
+    logprobs: tf.expandDims(tokenLogprobs(policy, ids, TEMPERATURE), 0) as tf.Tensor2D,
+    mask: tf.tensor2d([lossMask.slice(1)]),
+    behaviourLogprobs: tf.tensor2d([behaviourLogprobs.slice(1)]),
+    advantages: tf.tensor1d([advantage]),
+    ...(refLogprobs ? { refLogprobs: tf.tensor2d([Array.from(refLogprobs)]) } : {}),
+  };
+}
+
+/** loss(minibatch) and its gradient per parameter as PolicyTrainer sums them: share_i * loss(sample i). */
+function minibatchGradients(policy: TensorWeights, samples: TrainingSample[], lossOf: (sample: TrainingSample, i: number) => tf.Scalar, aggregation: LossConfig['aggregation']) {
+  const names = Object.keys(policy.params);
+  const variables = names.map((name) => policy.params[name] as tf.Variable);
+  let loss = 0;
+  const grads: Record<string, Float32Array> = Object.fromEntries(names.map((name) => [name, new Float32Array(policy.params[name].size)]));
+  samples.forEach((sample, i) => {
+    const share = aggregationShare([sample], samples, aggregation);
+    const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(sample, i), share), variables);
+    loss += value.dataSync()[0];
+    names.forEach((name, p) => sequenceGrads[variables[p].name].dataSync().forEach((g, j) => (grads[name][j] += g)));
+    tf.dispose([value, ...Object.values(sequenceGrads)]);
+  });
+  return { loss, grads };
+}
+
+function expectGradientsClose(actual: Record<string, Float32Array>, expected: Record<string, Float32Array>): void {
+  for (const [name, want] of Object.entries(expected)) {
+    const scale = Math.max(...want.map(Math.abs));
+    const worst = Math.max(...actual[name].map((g, j) => Math.abs(g - want[j])));
+    if (!(worst <= 1e-4 * scale + 1e-9)) throw new Error(`gradient of ${name}: off by ${worst} (largest entry ${scale})`);
+  }
+}
+
+describe.each([
+  ['2 blocks', modelConfig({ dModel: 16, nLayers: 2, nHeads: 2, dFF: 32, maxContext: 64 })],
+  ['1 block', modelConfig({ dModel: 16, nLayers: 1, nHeads: 4, dFF: 32, maxContext: 64 })],
+  ['3 blocks', modelConfig({ dModel: 8, nLayers: 3, nHeads: 2, dFF: 16, maxContext: 64 })],
+])('trained positions only, %s', (_, config) => {
+  let policy: TensorWeights;
+  let samples: TrainingSample[];
+  beforeAll(() => {
+    policy = policyOf(config, 11);
+    samples = samplesFor(policy, createRng(config.nLayers));
+  });
+  afterAll(() => tf.dispose(Object.values(policy.params)));
+
+  it('gives the full sequence logprobs at trained targets, 0 elsewhere', () => {
+    tf.tidy(() => {
+      const { logprobs, mask } = maskedLogprobs(policy, samples, TEMPERATURE);
+      const [rows, masks] = [logprobs.arraySync(), mask.arraySync()];
+      samples.forEach(({ ids }, b) => {
+        const full = sequenceLogprobs(policy, ids, TEMPERATURE);
+        rows[b].forEach((value, t) => {
+          if (masks[b][t] === 1) expect(Math.abs(value - full[t])).toBeLessThan(1e-5);
+          else expect(value).toBe(0);
+        });
+      });
+    });
+  });
+
+  it.each<[string, Partial<LossConfig>]>([
+    ['token-mean', { aggregation: 'token-mean' }],
+    ['sequence-mean-token-mean', { aggregation: 'sequence-mean-token-mean' }],
+    ['KL to a reference (k3)', { beta: 0.1, kl: 'k3' }],
+  ])('gives the loss and gradients of the full computation: %s', (_, overrides) => {
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE, ...overrides };
+    const reference = lossConfig.beta > 0 ? policyOf(config, 12) : undefined;
+    // Reference logprobs as the trainer reads them now (trained targets only), and in full.
+    const refTrained = reference && samples.map(({ ids, lossMask }) => sequenceLogprobs(reference, ids, TEMPERATURE, trainedTargets(lossMask)));
+    const refFull = reference && samples.map(({ ids }) => sequenceLogprobs(reference, ids, TEMPERATURE));
+    const trained = minibatchGradients(
+      policy,
+      samples,
+      (sample, i) => policyLoss(lossInputs(policy, [sample], TEMPERATURE, refTrained && [refTrained[i]]), lossConfig).loss,
+      lossConfig.aggregation,
+    );
+    const full = minibatchGradients(policy, samples, (sample, i) => policyLoss(fullInputs(policy, sample, refFull?.[i]), lossConfig).loss, lossConfig.aggregation);
+    if (reference) tf.dispose(Object.values(reference.params));
+    expect(Math.abs(trained.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
+    expectGradientsClose(trained.grads, full.grads);
+  });
+
+  it('gives the supervised loss and gradients of the full computation', () => {
+    const trained = minibatchGradients(policy, samples, (sample) => supervisedLoss(maskedLogprobs(policy, [sample], TEMPERATURE)), 'token-mean');
+    const full = minibatchGradients(policy, samples, (sample) => supervisedLoss(fullInputs(policy, sample)), 'token-mean');
+    expect(Math.abs(trained.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss));
+    expectGradientsClose(trained.grads, full.grads);
+  });
+});
+
+describe('targetLogprobs', () => {
+  it('rejects positions that are not ascending targets of the sequence', () => {
+    const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
+    const policy = policyOf(config, 1);
+    const ids = [1, 2, 3, 4, 5];
+    for (const positions of [[], [4], [-1], [2, 1], [1, 1], [0.5]]) {
+      expect(() => tf.tidy(() => targetLogprobs(policy, ids, positions, 1))).toThrow(/ascending positions in 0\.\.3/);
+    }
+    tf.dispose(Object.values(policy.params));
+  });
+});
