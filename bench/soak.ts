@@ -48,6 +48,8 @@ async function main(): Promise<void> {
       run: { ...example.run, name: 'soak' },
       dataDir,
       temporal: { ...example.temporal, address: `127.0.0.1:${port}` },
+      // Sessions in the env worker that gets killed, so every kill also costs the sessions it held.
+      env: { ...example.env, sessions: 'env-worker' },
       trainer: { ...example.trainer, steps: 10_000, formatWarmupSteps: 10 },
       eval: { ...example.eval, everySteps: 0 },
     },

@@ -142,5 +142,28 @@ export function formatCurve(summary: TrainingSummary): string {
       ].join('  '),
     );
   }
+  lines.push(...formatMilestones(summary.curve, summary.evaluations));
   return lines.join('\n');
+}
+
+/** Sampled-success levels and held-out levels the learning benchmarks are judged by. */
+const SAMPLED_LEVELS = [0.5, 0.8, 0.95];
+const HELD_OUT_LEVELS = [0.7];
+
+/** When the run first reached each level: the sampled success of a step, the held-out success of an evaluated version. */
+export function formatMilestones(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[]): string[] {
+  const when = (elapsedS: number | undefined) => (elapsedS === undefined ? '' : ` (${elapsedS.toFixed(0)} s)`);
+  const sampled = SAMPLED_LEVELS.map((level) => {
+    const step = curve.find((m) => m.successRate >= level);
+    return `>= ${percent(level)}: ${step ? `step ${step.step}${when(step.elapsedS)}` : 'not reached'}`;
+  });
+  const heldOut = HELD_OUT_LEVELS.map((level) => {
+    const evaluation = evaluations.find((e) => e.successRate >= level);
+    return `>= ${percent(level)}: ${evaluation ? `version ${evaluation.version}${when(evaluation.elapsedS)}` : 'not reached'}`;
+  });
+  const best = evaluations.reduce<EvaluationRecord | undefined>((top, e) => (top && top.successRate >= e.successRate ? top : e), undefined);
+  return [
+    `  sampled success first ${sampled.join(', ')}`,
+    `  held-out success first ${heldOut.join(', ')}${best ? `; best ${percent(best.successRate)} (version ${best.version})` : ''}`,
+  ];
 }
