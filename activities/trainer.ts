@@ -8,17 +8,17 @@
  * started. The trainer keeps its weights and optimizer state in memory between steps and reloads
  * them from the checkpoint only when it is not at the step's base version.
  */
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
-import type { GroupSummary, TrajectoryTime } from '../src/core/records';
+import type { GroupSummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
-import { computeAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, stepAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
@@ -91,6 +91,20 @@ export interface EvaluationRecord extends EvaluationResult {
 export interface TrainStepOutput {
   version: number;
   metrics: StepMetrics;
+}
+
+/**
+ * omega x the step-level advantage of every turn of a group's trajectories (anchor state: the
+ * messages the turn showed), or undefined when step-level credit is off.
+ */
+function turnAdvantages(turns: readonly TurnRecord[][], rewards: readonly number[], trainer: TrainerConfig): number[][] | undefined {
+  const { stepAdvantage } = trainer;
+  if (!stepAdvantage || stepAdvantage.weight === 0) return undefined;
+  if (turns.some((record) => record.some((turn) => turn.turn > 0 && !turn.startsContext))) {
+    throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.stepAdvantage needs agent.history: none (one training sequence per turn)', nonRetryable: true });
+  }
+  const episodes = turns.map((record, i) => ({ states: record.map((turn) => JSON.stringify(turn.messages)), reward: rewards[i] }));
+  return stepAdvantages(episodes, trainer.advantage, stepAdvantage.discount).map((row) => row.map((a) => stepAdvantage.weight * a));
 }
 
 function trainDir(dataDir: string, runId: string): string {
@@ -221,13 +235,17 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     for (const group of input.groups) {
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
       trajectoryAdvantages.push(...advantages);
+      const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
+      const perTurn = turnAdvantages(turns, group.rewards, input.trainer);
       for (const [i, trajectoryId] of group.trajectoryIds.entries()) {
         // Every context of the trajectory (one, unless the agent keeps no history) carries the
-        // trajectory's advantage: the episode's outcome credits each of its turns.
-        for (const sequence of buildTrainingSequences(await store.getTurns(runId, trajectoryId))) {
-          samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage: advantages[i] });
+        // trajectory's advantage: the episode's outcome credits each of its turns; with
+        // step-level credit each turn's context adds its own.
+        buildTrainingSequences(turns[i]).forEach((sequence, k) => {
+          const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
+          samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
           tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
-        }
+        });
         const time = (await store.getTrajectory(runId, trajectoryId))?.time;
         if (time) trajectoryTimes.push(time);
       }

@@ -98,8 +98,21 @@ export const LossConfigSchema = z.strictObject({
   aggregation: z.enum(['token-mean', 'sequence-mean-token-mean']).default('token-mean'),
 });
 
+/**
+ * Step-level credit by anchor state (GiGPO): visits of the same observation across a group's
+ * trajectories compare their discounted returns, and each turn's advantage adds `weight` x that
+ * comparison to its episode's. Needs `agent.history: none` (one training sequence per turn).
+ */
+export const StepAdvantageConfigSchema = z.strictObject({
+  /** omega: the step-level advantage's weight beside the episode-level one. */
+  weight: z.number().nonnegative(),
+  /** gamma: a turn's return is gamma^(turns after it) x the episode's reward. */
+  discount: z.number().gt(0).lte(1).default(0.95),
+});
+
 export const TrainerConfigSchema = z.strictObject({
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
+  stepAdvantage: StepAdvantageConfigSchema.optional(),
   loss: LossConfigSchema.prefault({}),
   learningRate: z.number().positive().default(1e-3),
   maxGradNorm: z.number().positive().default(1),
@@ -194,6 +207,10 @@ export const RunConfigSchema = z.strictObject({
   eval: EvalConfigSchema.prefault({}),
   trace: TraceConfigSchema.prefault({}),
   metrics: MetricsConfigSchema.prefault({}),
+}).superRefine((config, ctx) => {
+  if ((config.trainer.stepAdvantage?.weight ?? 0) > 0 && config.agent.history !== 'none') {
+    ctx.addIssue({ code: 'custom', path: ['trainer', 'stepAdvantage'], message: 'step-level advantages need agent.history: none (one training sequence per turn)' });
+  }
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;

@@ -40,6 +40,9 @@ describe('run config', () => {
   it('rejects unknown keys, unknown environments and broken YAML', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, rollout: { grupSize: 2 } })).toThrow(/rollout: .*grupSize/);
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name/);
+    // Step-level credit needs one training sequence per turn.
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { stepAdvantage: { weight: 1 } } })).toThrow(/trainer\.stepAdvantage: step-level advantages need agent\.history: none/);
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { stepAdvantage: { weight: 1 } } }).trainer.stepAdvantage).toEqual({ weight: 1, discount: 0.95 });
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);

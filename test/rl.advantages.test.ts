@@ -1,4 +1,4 @@
-import { computeAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, stepAdvantages } from '../src/rl/advantages';
 
 const expectClose = (actual: number[], expected: number[]) => {
   expect(actual).toHaveLength(expected.length);
@@ -39,5 +39,41 @@ describe('computeAdvantages', () => {
   it('rejects non-finite rewards and unknown estimators', () => {
     expect(() => computeAdvantages([1, Number.NaN], 'grpo')).toThrow(/reward 1 is NaN/);
     expect(() => computeAdvantages([1, 0], 'ppo' as never)).toThrow(/unknown advantage estimator "ppo"/);
+  });
+});
+
+describe('stepAdvantages (anchor states)', () => {
+  it('compares the discounted returns of the visits of each state, by hand', () => {
+    // Returns with gamma 0.5: e0 A 0.5, B 1 | e1 A 0, C 0 | e2 A 0.25, A 0.5, D 1
+    const episodes = [
+      { states: ['A', 'B'], reward: 1 },
+      { states: ['A', 'C'], reward: 0 },
+      { states: ['A', 'A', 'D'], reward: 1 },
+    ];
+    // A's visits: 0.5, 0, 0.25, 0.5 (mean 0.3125); B, C, D are visited once: no comparison.
+    const advantages = stepAdvantages(episodes, 'drgrpo', 0.5);
+    expect(advantages.map((row) => row.length)).toEqual([2, 2, 3]);
+    const expected = [[0.1875, 0], [-0.3125, 0], [-0.0625, 0.1875, 0]];
+    advantages.forEach((row, i) => row.forEach((a, t) => expect(a).toBeCloseTo(expected[i][t], 12)));
+  });
+
+  it('normalizes each state group like the episode estimator; equal returns give 0', () => {
+    const episodes = [
+      { states: ['A', 'B'], reward: 1 },
+      { states: ['A', 'B'], reward: 0 },
+      { states: ['A', 'B'], reward: 1 },
+    ];
+    const advantages = stepAdvantages(episodes, 'grpo', 1);
+    // A and B both see returns 1, 0, 1: GRPO gives (r - 2/3) / sqrt(2/9).
+    const high = (1 - 2 / 3) / Math.sqrt(2 / 9);
+    const low = (0 - 2 / 3) / Math.sqrt(2 / 9);
+    expect(advantages[0][0]).toBeCloseTo(high, 5);
+    expect(advantages[1][1]).toBeCloseTo(low, 5);
+    expect(stepAdvantages([{ states: ['A'], reward: 1 }, { states: ['A'], reward: 1 }], 'grpo', 0.9)).toEqual([[0], [0]]);
+  });
+
+  it('rejects a discount outside (0, 1]', () => {
+    expect(() => stepAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
+    expect(() => stepAdvantages([], 'grpo', 1.5)).toThrow(/discount/);
   });
 });

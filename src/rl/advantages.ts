@@ -1,7 +1,7 @@
 /**
  * Group-relative advantages: every trajectory of a group answers the same prompt, so the group's
  * own rewards are the baseline (no value network). One advantage per trajectory, shared by all of
- * its tokens. Pure.
+ * its tokens; optionally a step-level one per turn on top. Pure.
  */
 
 export type AdvantageEstimator = 'grpo' | 'rloo' | 'drgrpo';
@@ -37,4 +37,46 @@ export function computeAdvantages(
     default:
       throw new Error(`unknown advantage estimator ${JSON.stringify(estimator)} (expected grpo, rloo or drgrpo)`);
   }
+}
+
+/** One trajectory of a group as step-level credit sees it. */
+export interface EpisodeSteps {
+  /** What the model was shown at each turn (the anchor state's key), in turn order. */
+  states: readonly string[];
+  /** The episode's reward, counted as arriving after its last turn. */
+  reward: number;
+}
+
+/**
+ * Step-level advantages by anchor state (GiGPO, Feng et al. 2025): a group's trajectories play the
+ * same environment instance, so the same state recurs across (and within) them. Every visit of a
+ * state gets a discounted return,
+ *
+ *   G_{i,t} = gamma^(T_i - 1 - t) * r_i      (T_i turns; the reward arrives after the last one)
+ *
+ * and the visits of one state are compared with each other by the episode-level estimator
+ * (`computeAdvantages` on their returns): which action, taken in that very state, led to more.
+ * That is the credit an episode-level advantage spreads over every turn alike: a move into a hole
+ * and the good moves before it share the failed episode's advantage, while here the hole move is
+ * compared with the other moves made on the same cell. A state visited once has no comparison: 0.
+ * Returns one advantage per turn, per episode.
+ */
+export function stepAdvantages(episodes: readonly EpisodeSteps[], estimator: AdvantageEstimator, discount: number): number[][] {
+  if (!(discount > 0 && discount <= 1)) throw new Error(`stepAdvantages: discount must be in (0, 1], got ${discount}`);
+  const visits = new Map<string, { episode: number; turn: number; return: number }[]>();
+  episodes.forEach(({ states, reward }, episode) => {
+    states.forEach((state, turn) => {
+      const visit = { episode, turn, return: discount ** (states.length - 1 - turn) * reward };
+      const earlier = visits.get(state);
+      if (earlier) earlier.push(visit);
+      else visits.set(state, [visit]);
+    });
+  });
+  const advantages = episodes.map(({ states }) => states.map(() => 0));
+  for (const group of visits.values()) {
+    computeAdvantages(group.map((v) => v.return), estimator).forEach((advantage, k) => {
+      advantages[group[k].episode][group[k].turn] = advantage;
+    });
+  }
+  return advantages;
 }
