@@ -95,12 +95,13 @@ export interface TrainStepOutput {
 
 /**
  * omega x the step-level advantage of every turn of a group's trajectories (anchor state: the
- * messages the turn showed), or undefined when step-level credit is off.
+ * messages the turn showed), or undefined when step-level credit is off. Needs one training
+ * sequence per turn (`sequenceCounts[i]` per trajectory), so that a turn's advantage is its sequence's.
  */
-function turnAdvantages(turns: readonly TurnRecord[][], rewards: readonly number[], trainer: TrainerConfig): number[][] | undefined {
+function turnAdvantages(turns: readonly TurnRecord[][], sequenceCounts: readonly number[], rewards: readonly number[], trainer: TrainerConfig): number[][] | undefined {
   const { stepAdvantage } = trainer;
   if (!stepAdvantage || stepAdvantage.weight === 0) return undefined;
-  if (turns.some((record) => record.some((turn) => turn.turn > 0 && !turn.startsContext))) {
+  if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
     throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.stepAdvantage needs agent.history: none (one training sequence per turn)', nonRetryable: true });
   }
   const episodes = turns.map((record, i) => ({ states: record.map((turn) => JSON.stringify(turn.messages)), reward: rewards[i] }));
@@ -236,12 +237,13 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
       trajectoryAdvantages.push(...advantages);
       const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
-      const perTurn = turnAdvantages(turns, group.rewards, input.trainer);
+      const sequences = turns.map(buildTrainingSequences);
+      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, input.trainer);
       for (const [i, trajectoryId] of group.trajectoryIds.entries()) {
         // Every context of the trajectory (one, unless the agent keeps no history) carries the
         // trajectory's advantage: the episode's outcome credits each of its turns; with
         // step-level credit each turn's context adds its own.
-        buildTrainingSequences(turns[i]).forEach((sequence, k) => {
+        sequences[i].forEach((sequence, k) => {
           const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
           samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
           tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));

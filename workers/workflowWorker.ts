@@ -1,7 +1,7 @@
 /**
  * Workflow worker: polls `<prefix>-workflows` and runs the trajectory, group and rollout
- * controller workflows. Deterministic orchestration only; all I/O happens in activities, the
- * episode sessions of `env.sessions: local` runs in this process's local activities.
+ * controller workflows. Deterministic orchestration only; all I/O happens in activities. The
+ * episode sessions of `env.sessions: local` runs live here, served as local activities.
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
