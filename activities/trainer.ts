@@ -98,13 +98,19 @@ export interface TrainStepOutput {
  * messages the turn showed), or undefined when step-level credit is off. Needs one training
  * sequence per turn (`sequenceCounts[i]` per trajectory), so that a turn's advantage is its sequence's.
  */
-function turnAdvantages(turns: readonly TurnRecord[][], sequenceCounts: readonly number[], rewards: readonly number[], trainer: TrainerConfig): number[][] | undefined {
+function turnAdvantages(
+  turns: readonly TurnRecord[][],
+  sequenceCounts: readonly number[],
+  rewards: readonly number[],
+  envReturns: readonly number[],
+  trainer: TrainerConfig,
+): number[][] | undefined {
   const { stepAdvantage } = trainer;
   if (!stepAdvantage || stepAdvantage.weight === 0) return undefined;
   if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
     throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.stepAdvantage needs agent.history: none (one training sequence per turn)', nonRetryable: true });
   }
-  const episodes = turns.map((record, i) => ({ states: record.map((turn) => JSON.stringify(turn.messages)), reward: rewards[i] }));
+  const episodes = turns.map((record, i) => ({ states: record.map((turn) => JSON.stringify(turn.messages)), reward: rewards[i], outcomeReward: envReturns[i] }));
   return stepAdvantages(episodes, trainer.advantage, stepAdvantage.discount).map((row) => row.map((a) => stepAdvantage.weight * a));
 }
 
@@ -237,20 +243,23 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
       trajectoryAdvantages.push(...advantages);
       const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
+      const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTrajectory(runId, trajectoryId)));
       const sequences = turns.map(buildTrainingSequences);
-      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, input.trainer);
-      for (const [i, trajectoryId] of group.trajectoryIds.entries()) {
+      // Without its summary a trajectory's whole reward counts as its outcome.
+      const envReturns = summaries.map((summary, i) => summary?.envReturn ?? group.rewards[i]);
+      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, envReturns, input.trainer);
+      sequences.forEach((trajectorySequences, i) => {
         // Every context of the trajectory (one, unless the agent keeps no history) carries the
         // trajectory's advantage: the episode's outcome credits each of its turns; with
         // step-level credit each turn's context adds its own.
-        sequences[i].forEach((sequence, k) => {
+        trajectorySequences.forEach((sequence, k) => {
           const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
           samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
           tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
         });
-        const time = (await store.getTrajectory(runId, trajectoryId))?.time;
+        const time = summaries[i]?.time;
         if (time) trajectoryTimes.push(time);
-      }
+      });
     }
     loading.end({ sequences: samples.length });
     traceStaleness(baseVersion, tokenVersions);

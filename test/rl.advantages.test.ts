@@ -72,6 +72,23 @@ describe('stepAdvantages (anchor states)', () => {
     expect(stepAdvantages([{ states: ['A'], reward: 1 }, { states: ['A'], reward: 1 }], 'grpo', 0.9)).toEqual([[0], [0]]);
   });
 
+  it('discounts only the outcome part of the reward, so an early failure does not beat a late one', () => {
+    // Both fail (outcome 0) with full format credit 0.2; e1 falls at its first turn, e0 at its second.
+    const failures = [
+      { states: ['A', 'B'], reward: 0.2, outcomeReward: 0 },
+      { states: ['A'], reward: 0.2, outcomeReward: 0 },
+    ];
+    expect(stepAdvantages(failures, 'drgrpo', 0.5)).toEqual([[0, 0], [0]]);
+    // Counted as outcome, the same credit would favour the early failure: A's returns 0.1 and 0.2.
+    const [late, early] = stepAdvantages(failures.map(({ states, reward }) => ({ states, reward })), 'drgrpo', 0.5);
+    expect(late[0]).toBeCloseTo(-0.05, 12);
+    expect(early[0]).toBeCloseTo(0.05, 12);
+    // A success's outcome is discounted, its format credit is not: A's returns 0.2 + 0.5 * 1 and 0.2.
+    const mixed = stepAdvantages([{ states: ['A', 'B'], reward: 1.2, outcomeReward: 1 }, failures[1]], 'drgrpo', 0.5);
+    expect(mixed[0][0]).toBeCloseTo(0.25, 12);
+    expect(mixed[1][0]).toBeCloseTo(-0.25, 12);
+  });
+
   it('rejects a discount outside (0, 1]', () => {
     expect(() => stepAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
     expect(() => stepAdvantages([], 'grpo', 1.5)).toThrow(/discount/);

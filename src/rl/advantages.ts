@@ -43,8 +43,15 @@ export function computeAdvantages(
 export interface EpisodeSteps {
   /** What the model was shown at each turn (the anchor state's key), in turn order. */
   states: readonly string[];
-  /** The episode's reward, counted as arriving after its last turn. */
+  /** The episode's reward. */
   reward: number;
+  /**
+   * The part of `reward` the environment paid for the episode's outcome (its return), counted as
+   * arriving after the last turn and discounted. The rest (format credit, say) is earned by every
+   * answer alike, so every turn keeps it whole: discounting it too would make a failure that ends
+   * early look better than one that ends late. Default: all of `reward`.
+   */
+  outcomeReward?: number;
 }
 
 /**
@@ -52,8 +59,10 @@ export interface EpisodeSteps {
  * same environment instance, so the same state recurs across (and within) them. Every visit of a
  * state gets a discounted return,
  *
- *   G_{i,t} = gamma^(T_i - 1 - t) * r_i      (T_i turns; the reward arrives after the last one)
+ *   G_{i,t} = gamma^(T_i - 1 - t) * o_i + (r_i - o_i)
  *
+ * (T_i turns; o_i the outcome part of the reward r_i, arriving after the last turn; the rest is
+ * every turn's alike),
  * and the visits of one state are compared with each other by the episode-level estimator
  * (`computeAdvantages` on their returns): which action, taken in that very state, led to more.
  * That is the credit an episode-level advantage spreads over every turn alike: a move into a hole
@@ -64,9 +73,9 @@ export interface EpisodeSteps {
 export function stepAdvantages(episodes: readonly EpisodeSteps[], estimator: AdvantageEstimator, discount: number): number[][] {
   if (!(discount > 0 && discount <= 1)) throw new Error(`stepAdvantages: discount must be in (0, 1], got ${discount}`);
   const visits = new Map<string, { episode: number; turn: number; return: number }[]>();
-  episodes.forEach(({ states, reward }, episode) => {
+  episodes.forEach(({ states, reward, outcomeReward = reward }, episode) => {
     states.forEach((state, turn) => {
-      const visit = { episode, turn, return: discount ** (states.length - 1 - turn) * reward };
+      const visit = { episode, turn, return: discount ** (states.length - 1 - turn) * outcomeReward + (reward - outcomeReward) };
       const earlier = visits.get(state);
       if (earlier) earlier.push(visit);
       else visits.set(state, [visit]);
