@@ -39,6 +39,7 @@ describe('run config', () => {
 
   it('rejects unknown keys, unknown environments and broken YAML', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, rollout: { grupSize: 2 } })).toThrow(/rollout: .*grupSize/);
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', holeReward: 1 } })).toThrow(/env\.holeReward/);
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name/);
     // Step-level credit needs one training sequence per turn.
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { stepAdvantage: { weight: 1 } } })).toThrow(/trainer\.stepAdvantage: step-level advantages need agent\.history: none/);

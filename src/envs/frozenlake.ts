@@ -49,6 +49,12 @@ export interface FrozenLakeOptions {
   /** Seeds the slips, so the same options and actions always give the same episode. */
   seed: number;
   maxSteps: number;
+  /**
+   * Reward for falling into a hole (default 0, Gymnasium's). A negative value tells a hole from
+   * running out of steps: with 0 both score alike, and the only cost of a move into a hole is the
+   * goal not reached, a signal too faint to teach a small model to read the map.
+   */
+  holeReward?: number;
 }
 
 export interface FrozenLakeObservation {
@@ -153,6 +159,10 @@ function validateOptions(options: FrozenLakeOptions): void {
   if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
     throw new Error(`FrozenLake maxSteps must be a positive integer, got ${maxSteps}`);
   }
+  const { holeReward = 0 } = options;
+  if (!(Number.isFinite(holeReward) && holeReward <= 0)) {
+    throw new Error(`FrozenLake holeReward must be a finite number <= 0, got ${holeReward}`);
+  }
 }
 
 export class FrozenLake implements Environment<FrozenLakeObservation, number> {
@@ -200,7 +210,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     this.running = outcome === 'running';
     return {
       observation: this.observe(),
-      reward: outcome === 'goal' ? 1 : 0,
+      reward: outcome === 'goal' ? 1 : outcome === 'hole' ? (this.options.holeReward ?? 0) : 0,
       done: !this.running,
       info: { position: { row: this.row, col: this.col }, outcome, truncated: outcome === 'truncated' },
     };
