@@ -106,7 +106,7 @@ export const LossConfigSchema = z.strictObject({
 export const StepAdvantageConfigSchema = z.strictObject({
   /** omega: the step-level advantage's weight beside the episode-level one. */
   weight: z.number().nonnegative(),
-  /** gamma: a turn's return is gamma^(turns after it) x the episode's reward. */
+  /** gamma: a turn's return is gamma^(turns after it) x the environment's return, plus the rest of the reward. */
   discount: z.number().gt(0).lte(1).default(0.95),
 });
 
