@@ -1,0 +1,75 @@
+/**
+ * A FrozenLake run read back from its trajectory store: per band of policy versions, how the
+ * episodes ended and how often a move went into a hole shown next to the player. It tells a policy
+ * that reads the map (moves into a visible hole near 0) from one that plays a fixed mix of moves
+ * (as often into a hole as onto ice).
+ *
+ *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
+ */
+import path from 'node:path';
+import { parseAction } from '../src/agents/frozenlakeAgent';
+import { ACTION_NAMES } from '../src/envs/frozenlake';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectorySummary, TurnRecord } from '../src/core/records';
+
+interface Band {
+  episodes: number;
+  goal: number;
+  hole: number;
+  /** Turns whose observation showed a hole next to the player, and moves into one of them. */
+  nextToHole: number;
+  intoHole: number;
+}
+
+/** The cell beyond each move, from the observation's last line: "left F, down H, right F, up #". */
+function neighbours(turn: TurnRecord): Map<string, string> {
+  const observation = turn.messages.at(-1)?.content ?? '';
+  const line = observation.split('\n').at(-1) ?? '';
+  return new Map(line.split(', ').map((entry) => entry.split(' ') as [string, string]));
+}
+
+function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
+  band.episodes++;
+  if (summary.envReturn > 0) band.goal++;
+  else if (summary.reason.includes('hole')) band.hole++;
+  for (const turn of turns) {
+    const cells = neighbours(turn);
+    if (![...cells.values()].includes('H')) continue;
+    const parsed = parseAction(turn.text);
+    if (!parsed.ok) continue;
+    band.nextToHole++;
+    if (cells.get(ACTION_NAMES[parsed.action]) === 'H') band.intoHole++;
+  }
+}
+
+async function main(): Promise<void> {
+  const [runId, dataDir = '.trajflow', bandArg = '20'] = process.argv.slice(2);
+  const width = Number(bandArg);
+  if (!runId || !(Number.isInteger(width) && width > 0)) {
+    throw new Error('usage: node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]');
+  }
+  const store = new TrajectoryStore(path.resolve(dataDir));
+  const bands = new Map<number, Band>();
+  for (const trajectoryId of await store.listTrajectories(runId)) {
+    const summary = await store.getTrajectory(runId, trajectoryId);
+    if (!summary) continue;
+    const start = Math.floor(summary.minPolicyVersion / width) * width;
+    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, nextToHole: 0, intoHole: 0 };
+    bands.set(start, band);
+    count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
+  }
+  if (bands.size === 0) throw new Error(`no trajectories of run ${runId} under ${path.resolve(dataDir)}`);
+  const percent = (part: number, whole: number) => `${whole ? Math.round((100 * part) / whole) : 0}%`;
+  for (const [start, b] of [...bands].sort(([x], [y]) => x - y)) {
+    const other = b.episodes - b.goal - b.hole;
+    console.log(
+      `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
+        `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${(b.intoHole / Math.max(1, b.nextToHole)).toFixed(2)} (of ${b.nextToHole} turns next to one)`,
+    );
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});
