@@ -21,7 +21,10 @@ interface Band {
   intoHole: number;
 }
 
-/** The cell beyond each move, from the observation's last line: "left F, down H, right F, up #". */
+/**
+ * The cell beyond each move, from the observation's last line as the FrozenLake agent's
+ * `renderObservation` writes it: "left F, down H, right F, up #".
+ */
 function neighbours(turn: TurnRecord): Map<string, string> {
   const observation = turn.messages.at(-1)?.content ?? '';
   const line = observation.split('\n').at(-1) ?? '';
