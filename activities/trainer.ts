@@ -13,7 +13,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
-import type { GroupSummary, TrajectoryTime, TurnRecord } from '../src/core/records';
+import { solvedOf } from '../src/core/groupStats';
+import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
@@ -21,7 +22,7 @@ import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../sr
 import { computeAdvantages, stepAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
-import { PolicyTrainer, TrainingSample } from '../src/rl/trainer';
+import { NOTHING_TRAINED, PolicyTrainer, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
@@ -102,7 +103,7 @@ function turnAdvantages(
   turns: readonly TurnRecord[][],
   sequenceCounts: readonly number[],
   rewards: readonly number[],
-  envReturns: readonly number[],
+  summaries: readonly (TrajectorySummary | undefined)[],
   trainer: TrainerConfig,
 ): number[][] | undefined {
   const { stepAdvantage } = trainer;
@@ -110,7 +111,13 @@ function turnAdvantages(
   if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
     throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.stepAdvantage needs agent.history: none (one training sequence per turn)', nonRetryable: true });
   }
-  const episodes = turns.map((record, i) => ({ states: record.map((turn) => JSON.stringify(turn.messages)), reward: rewards[i], outcomeReward: envReturns[i] }));
+  const episodes = turns.map((record, i) => ({
+    states: record.map((turn) => JSON.stringify(turn.messages)),
+    reward: rewards[i],
+    // Without its summary a trajectory's whole reward counts as its outcome.
+    outcomeReward: summaries[i]?.envReturn ?? rewards[i],
+    turnPenalties: summaries[i]?.turnPenalties,
+  }));
   return stepAdvantages(episodes, trainer.advantage, stepAdvantage.discount).map((row) => row.map((a) => stepAdvantage.weight * a));
 }
 
@@ -239,15 +246,16 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     const trajectoryTimes: TrajectoryTime[] = [];
     const tokenVersions: number[] = [];
     const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
+    // Groups consumed by this step but not trained (see trainer.skipUnsolvedGroups).
+    const skipped = input.trainer.skipUnsolvedGroups ? input.groups.filter((group) => !solvedOf(group).some(Boolean)) : [];
     for (const group of input.groups) {
+      if (skipped.includes(group)) continue;
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
       trajectoryAdvantages.push(...advantages);
       const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
       const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTrajectory(runId, trajectoryId)));
       const sequences = turns.map(buildTrainingSequences);
-      // Without its summary a trajectory's whole reward counts as its outcome.
-      const envReturns = summaries.map((summary, i) => summary?.envReturn ?? group.rewards[i]);
-      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, envReturns, input.trainer);
+      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, summaries, input.trainer);
       sequences.forEach((trajectorySequences, i) => {
         // Every context of the trajectory (one, unless the agent keeps no history) carries the
         // trajectory's advantage: the episode's outcome credits each of its turns; with
@@ -264,7 +272,9 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     loading.end({ sequences: samples.length });
     traceStaleness(baseVersion, tokenVersions);
     Context.current().heartbeat();
-    const train = trainer.trainBatch(samples);
+    // Every group skipped: no optimizer step, and the same weights are published as the next
+    // version (one version per step is what admission and resume count on).
+    const train = samples.length > 0 ? trainer.trainBatch(samples) : NOTHING_TRAINED;
     Context.current().heartbeat();
 
     const version = baseVersion + 1;
@@ -278,6 +288,7 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
       step,
       version,
       groups: input.groups,
+      groupsSkipped: skipped.length,
       advantages: trajectoryAdvantages,
       train,
       tokenVersions,

@@ -106,7 +106,11 @@ export const LossConfigSchema = z.strictObject({
 export const StepAdvantageConfigSchema = z.strictObject({
   /** omega: the step-level advantage's weight beside the episode-level one. */
   weight: z.number().nonnegative(),
-  /** gamma: a turn's return is gamma^(turns after it) x the environment's return, plus the rest of the reward. */
+  /**
+   * gamma: a turn's return is gamma^(turns after it) x the environment's return, plus the rest of
+   * the reward, minus the penalty of the turn's own action (`env` penalties, such as FrozenLake's
+   * `holePenalty`, reach training only here).
+   */
   discount: z.number().gt(0).lte(1).default(0.95),
 });
 
@@ -114,6 +118,13 @@ export const TrainerConfigSchema = z.strictObject({
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
   stepAdvantage: StepAdvantageConfigSchema.optional(),
   loss: LossConfigSchema.prefault({}),
+  /**
+   * Train only on groups where some episode solved the task (DAPO's filter, without resampling);
+   * the others are recorded and counted, not trained. Such a group has no success to compare
+   * with, so all it could teach is to avoid penalties and failing early, which a policy that has
+   * not yet found the goal learns by stalling.
+   */
+  skipUnsolvedGroups: z.boolean().default(false),
   learningRate: z.number().positive().default(1e-3),
   maxGradNorm: z.number().positive().default(1),
   /**
@@ -210,6 +221,10 @@ export const RunConfigSchema = z.strictObject({
 }).superRefine((config, ctx) => {
   if ((config.trainer.stepAdvantage?.weight ?? 0) > 0 && config.agent.history !== 'none') {
     ctx.addIssue({ code: 'custom', path: ['trainer', 'stepAdvantage'], message: 'step-level advantages need agent.history: none (one training sequence per turn)' });
+  }
+  // A penalty no training step reads would be silently ignored: FrozenLake's is the built-in one.
+  if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.stepAdvantage?.weight ?? 0) > 0)) {
+    ctx.addIssue({ code: 'custom', path: ['env', 'holePenalty'], message: 'is charged to the move into the hole alone, which only step-level credit reads: set trainer.stepAdvantage (with agent.history: none) or leave holePenalty at 0' });
   }
 });
 

@@ -71,12 +71,17 @@ describe('FrozenLake rules', () => {
     expect(steps[1]).toMatchObject({ reward: 0, done: true, info: { outcome: 'hole', position: { row: 1, col: 1 } } });
   });
 
-  it('pays holeReward in a hole, and nothing else changes', () => {
-    const steps = play({ holeReward: -0.5 }, [RIGHT, DOWN]);
-    expect(steps.map((s) => s.reward)).toEqual([0, -0.5]);
+  it('charges holePenalty to the move into a hole, apart from the reward, and nothing else changes', () => {
+    const steps = play({ holePenalty: 0.5 }, [RIGHT, DOWN]);
+    expect(steps.map((s) => s.reward)).toEqual([0, 0]);
+    expect(steps.map((s) => s.penalty)).toEqual([undefined, 0.5]);
     expect(steps[1].info.outcome).toBe('hole');
-    expect(play({ holeReward: -0.5, maxSteps: 3 }, [LEFT, LEFT, LEFT])[2]).toMatchObject({ reward: 0, info: { outcome: 'truncated' } });
-    expect(play({ holeReward: -0.5 }, [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT])[5].reward).toBe(1);
+    const truncated = play({ holePenalty: 0.5, maxSteps: 3 }, [LEFT, LEFT, LEFT])[2];
+    expect(truncated).toMatchObject({ reward: 0, info: { outcome: 'truncated' } });
+    expect(truncated.penalty).toBeUndefined();
+    const goal = play({ holePenalty: 0.5 }, [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]);
+    expect(goal[5].reward).toBe(1);
+    expect(goal.every((s) => s.penalty === undefined)).toBe(true);
   });
 
   it('ends the episode with reward 1 at the goal', () => {
@@ -106,7 +111,7 @@ describe('FrozenLake rules', () => {
   it('rejects invalid options', () => {
     expect(() => lake({ size: 5 as 4 })).toThrow(/size/);
     expect(() => lake({ maxSteps: 0 })).toThrow(/maxSteps/);
-    expect(() => lake({ holeReward: 0.5 })).toThrow(/holeReward must be a finite number <= 0, got 0.5/);
+    expect(() => lake({ holePenalty: -0.5 })).toThrow(/holePenalty must be a finite number >= 0, got -0.5/);
     expect(() => lake({ seed: 0.5 })).toThrow(/seed/);
   });
 });

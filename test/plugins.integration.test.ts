@@ -58,6 +58,7 @@ describe('plugin environments and bad input on the dev server', () => {
     ['reset throws', { fault: 'reset' }, {}, 'failed', /environment "faulty": reset failed: the map file is missing/, 0],
     ['step throws after a good step', { fault: 'step', atStep: 1 }, {}, 'failed', /environment "faulty": step 1 failed: the simulator crashed at step 1/, 2],
     ['the reward throws', { fault: 'reward' }, {}, 'failed', /reward "test-throws" threw: the grading service is down/, 1],
+    ['a step charges a negative penalty', { fault: 'penalty' }, {}, 'failed', /environment "faulty": step 0 failed: penalty must be a finite number >= 0, got -1/, 1],
     ['a step outlives env.stepTimeoutS', { fault: 'slow-step', slowStepMs: 4000, stepTimeoutS: 1 }, {}, 'env_timeout', /took longer than 1 s \(env\.stepTimeoutS\)/, 1],
     ['the episode outlives agent.episodeTimeoutS', { fault: 'slow-step', slowStepMs: 1500, maxSteps: 10 }, { maxTurns: 10, episodeTimeoutS: 2 }, 'timeout', /longer than 2 s \(agent\.episodeTimeoutS\)/, undefined],
   ] as const;

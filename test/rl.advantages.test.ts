@@ -89,6 +89,25 @@ describe('stepAdvantages (anchor states)', () => {
     expect(mixed[1][0]).toBeCloseTo(-0.25, 12);
   });
 
+  it("charges a turn's penalty to that turn alone, undiscounted", () => {
+    // All three fail; e0 steps into a hole at its second turn (penalty 0.5) from state B.
+    const episodes = [
+      { states: ['A', 'B'], reward: 0, turnPenalties: [0, 0.5] },
+      { states: ['A', 'B', 'C'], reward: 0 },
+      { states: ['A', 'B'], reward: 0 },
+    ];
+    const [fell, wandered, other] = stepAdvantages(episodes, 'drgrpo', 0.5);
+    // B's returns -0.5, 0, 0 (mean -1/6): the move into the hole pays it all, the others gain.
+    expect(fell[1]).toBeCloseTo(-1 / 3, 12);
+    expect(wandered[1]).toBeCloseTo(1 / 6, 12);
+    expect(other[1]).toBeCloseTo(1 / 6, 12);
+    // A, two turns before the hole, sees no penalty: its returns are all 0.
+    expect([fell[0], wandered[0], other[0]]).toEqual([0, 0, 0]);
+    // As an outcome (reward -0.5) it would be passed back to A, discounted: -0.25 against 0 and 0.
+    const [asOutcome] = stepAdvantages([{ states: ['A', 'B'], reward: -0.5 }, episodes[1], episodes[2]], 'drgrpo', 0.5);
+    expect(asOutcome[0]).toBeCloseTo(-0.25 + 0.25 / 3, 12);
+  });
+
   it('rejects a discount outside (0, 1]', () => {
     expect(() => stepAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
     expect(() => stepAdvantages([], 'grpo', 1.5)).toThrow(/discount/);

@@ -1,8 +1,8 @@
 /**
  * A short training run on the real dev server: rollouts stream into the trainer, each step
  * publishes a new weights version that differs from the last, the loss stays finite, eta = 0
- * keeps every trained token on-policy, the KL to version 0 is measured, and a group signalled
- * twice is trained once. The format
+ * keeps every trained token on-policy, the KL to version 0 is measured, a group signalled
+ * twice is trained once, and groups no episode solved are skipped when asked. The format
  * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
 import { promises as fs } from 'node:fs';
@@ -81,6 +81,48 @@ describe('training run', () => {
         expect(after.policyVersion).toBe(version);
         const moved = Object.keys(after.weights.params).filter((name) => after.weights.params[name].some((x, i) => x !== before.weights.params[name][i]));
         expect(moved.length).toBeGreaterThan(0);
+      }
+    } finally {
+      await workers.shutdown();
+    }
+  }, 300_000);
+
+  it('skips groups no episode solved: consumed once, no optimizer step, a version each; hole penalties recorded per turn', async () => {
+    // Four turns cannot reach G on the classic map (six moves away): no group is ever solved.
+    const config = testConfig('training-skip', {
+      model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 512 },
+      env: { holePenalty: 0.25 },
+      agent: { maxTurns: 4, history: 'none' },
+      sampling: { maxTokens: 12, temperature: 1 },
+      rollout: { groupSize: 8, maxConcurrency: 16 },
+      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, formatWarmupSteps: 30, skipUnsolvedGroups: true, stepAdvantage: { weight: 1 } },
+      reward: { formatWeight: 0.5 },
+    });
+    const runId = 'training-skip';
+    const logger = createLogger('test');
+    logger.level = 'warn';
+    const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
+    try {
+      const result = await withClient((client) => client.workflow.execute(trainingWorkflow, trainingStart(config, runId)));
+      expect(result).toMatchObject({ version: 2, steps: 2, groupsTrained: 2 });
+      const curve = await readLearningCurve(path.join(config.dataDir, 'runs', runId));
+      expect(curve.map((m) => m.groupIds)).toEqual([[`${runId}.g00000`], [`${runId}.g00001`]]);
+      for (const m of curve) expect(m).toMatchObject({ groupsSkipped: 1, successRate: 0, tokens: 0, sequences: 0, gradNorm: 0 });
+      const checkpoints = new CheckpointStore(config.dataDir);
+      const versions = await Promise.all([0, 1, 2].map((version) => loadCheckpoint(checkpoints.file(runId, version))));
+      expect(versions.map((v) => v.policyVersion)).toEqual([0, 1, 2]);
+      for (const later of versions.slice(1)) expect(later.weights.params).toEqual(versions[0].weights.params);
+
+      // The penalty is charged to the move into the hole, and kept apart from the return.
+      const store = new TrajectoryStore(config.dataDir);
+      const summaries = await Promise.all((await store.listTrajectories(runId)).map((id) => store.getTrajectory(runId, id)));
+      const holes = summaries.filter((t) => t!.reason === 'episode ended: hole');
+      console.log(`${holes.length} of ${summaries.length} trajectories ended in a hole`);
+      expect(holes.length).toBeGreaterThan(0);
+      for (const t of summaries) {
+        expect(t!.envReturn).toBe(0);
+        const fell = holes.includes(t);
+        expect(t!.turnPenalties).toEqual(fell ? Array.from({ length: t!.turns }, (_, turn) => (turn === t!.turns - 1 ? 0.25 : 0)) : undefined);
       }
     } finally {
       await workers.shutdown();

@@ -28,7 +28,7 @@ export class EpisodeError extends Error {
 /** What came of one model answer. */
 export type TurnOutcome =
   | { kind: 'invalid'; error: string; next: NextTurn }
-  | { kind: 'stepped'; reward: number; done: boolean; info: Record<string, unknown>; next?: NextTurn };
+  | { kind: 'stepped'; reward: number; done: boolean; info: Record<string, unknown>; penalty?: number; next?: NextTurn };
 
 export interface EpisodeSetup {
   env: EnvConfig;
@@ -78,11 +78,14 @@ export class Episode {
     }
     const where = `environment ${JSON.stringify(this.envName)}: step ${this.steps} failed`;
     const result: StepResult<unknown> = await guardAsync('environment', where, () => this.environment.step(parsed.action));
+    const { penalty = 0 } = result;
+    if (!(Number.isFinite(penalty) && penalty >= 0)) throw new EpisodeError('environment', `${where}: penalty must be a finite number >= 0, got ${penalty}`);
     this.steps++;
     this.observation = result.observation;
-    if (result.done) return { kind: 'stepped', reward: result.reward, done: true, info: result.info };
+    const stepped = { kind: 'stepped' as const, reward: result.reward, info: result.info, ...(penalty > 0 ? { penalty } : {}) };
+    if (result.done) return { ...stepped, done: true };
     const next = guard('agent', 'agent failed to read the observation', () => this.agent.afterStep(result.observation));
-    return { kind: 'stepped', reward: result.reward, done: false, info: result.info, next };
+    return { ...stepped, done: false, next };
   }
 
   /** Closes the environment once; safe to call again. */

@@ -50,6 +50,11 @@ export interface TrajectorySummary {
   reward: number;
   /** The environment's own return; the task counts as solved when it is > 0. */
   envReturn: number;
+  /**
+   * The penalty the environment charged to each turn's action (`StepResult.penalty`), one entry
+   * per turn, 0 where none; absent when no turn paid one.
+   */
+  turnPenalties?: number[];
   turns: number;
   envSteps: number;
   invalidActions: number;

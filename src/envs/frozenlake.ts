@@ -50,11 +50,12 @@ export interface FrozenLakeOptions {
   seed: number;
   maxSteps: number;
   /**
-   * Reward for falling into a hole (default 0, Gymnasium's). A negative value tells a hole from
-   * running out of steps: with 0 both score alike, and the only cost of a move into a hole is the
-   * goal not reached, a signal too faint to teach a small model to read the map.
+   * Penalty (`StepResult.penalty`) on the move into a hole (default 0: none, as in Gymnasium). The
+   * return stays Gymnasium's, 1 at G and 0 otherwise, so a hole and running out of steps still
+   * fail alike; the penalty is charged to the fatal move alone. Without it the only cost of that
+   * move is the goal not reached, a signal too faint to teach a small model to read the map.
    */
-  holeReward?: number;
+  holePenalty?: number;
 }
 
 export interface FrozenLakeObservation {
@@ -159,9 +160,9 @@ function validateOptions(options: FrozenLakeOptions): void {
   if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
     throw new Error(`FrozenLake maxSteps must be a positive integer, got ${maxSteps}`);
   }
-  const { holeReward = 0 } = options;
-  if (!(Number.isFinite(holeReward) && holeReward <= 0)) {
-    throw new Error(`FrozenLake holeReward must be a finite number <= 0, got ${holeReward}`);
+  const { holePenalty = 0 } = options;
+  if (!(Number.isFinite(holePenalty) && holePenalty >= 0)) {
+    throw new Error(`FrozenLake holePenalty must be a finite number >= 0, got ${holePenalty}`);
   }
 }
 
@@ -208,11 +209,13 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     const outcome: FrozenLakeOutcome =
       cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
     this.running = outcome === 'running';
+    const { holePenalty = 0 } = this.options;
     return {
       observation: this.observe(),
-      reward: outcome === 'goal' ? 1 : outcome === 'hole' ? (this.options.holeReward ?? 0) : 0,
+      reward: outcome === 'goal' ? 1 : 0,
       done: !this.running,
       info: { position: { row: this.row, col: this.col }, outcome, truncated: outcome === 'truncated' },
+      ...(outcome === 'hole' && holePenalty > 0 ? { penalty: holePenalty } : {}),
     };
   }
 

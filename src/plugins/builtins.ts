@@ -25,8 +25,11 @@ export const FrozenLakeOptionsSchema = z.strictObject({
    * never draws them; evaluation draws only them, so it measures maps the policy has never seen.
    */
   heldOutShare: z.number().min(0).max(0.5).default(0.2),
-  /** Reward for falling into a hole: 0 (Gymnasium's) or a penalty; reaching G pays 1. */
-  holeReward: z.number().max(0).default(0),
+  /**
+   * Penalty on the move into a hole, charged to that move alone by step-level credit; the return
+   * stays Gymnasium's (1 at G, 0 otherwise).
+   */
+  holePenalty: z.number().min(0).default(0),
 });
 
 export function registerBuiltins(api: PluginApi): void {
@@ -45,7 +48,7 @@ export function registerBuiltins(api: PluginApi): void {
         slippery: options.slippery,
         seed,
         maxSteps: options.maxSteps,
-        holeReward: options.holeReward,
+        holePenalty: options.holePenalty,
       }),
     describe: (options) => `frozenlake-${options.size}x${options.size}-${options.map}${options.slippery ? '-slippery' : ''}`,
   });

@@ -52,6 +52,12 @@ export interface EpisodeSteps {
    * early look better than one that ends late. Default: all of `reward`.
    */
   outcomeReward?: number;
+  /**
+   * The penalty charged to each turn's action alone (`StepResult.penalty`), by turn; absent: none.
+   * It is the turn's own cost, not something later turns earned or lost: it is neither discounted
+   * nor passed back to the turns before.
+   */
+  turnPenalties?: readonly number[];
 }
 
 /**
@@ -59,10 +65,10 @@ export interface EpisodeSteps {
  * same environment instance, so the same state recurs across (and within) them. Every visit of a
  * state gets a discounted return,
  *
- *   G_{i,t} = gamma^(T_i - 1 - t) * o_i + (r_i - o_i)
+ *   G_{i,t} = gamma^(T_i - 1 - t) * o_i + (r_i - o_i) - c_{i,t}
  *
  * (T_i turns; o_i the outcome part of the reward r_i, arriving after the last turn; the rest is
- * every turn's alike),
+ * every turn's alike; c_{i,t} the penalty of turn t's own action),
  * and the visits of one state are compared with each other by the episode-level estimator
  * (`computeAdvantages` on their returns): which action, taken in that very state, led to more.
  * That is the credit an episode-level advantage spreads over every turn alike: a move into a hole
@@ -73,9 +79,9 @@ export interface EpisodeSteps {
 export function stepAdvantages(episodes: readonly EpisodeSteps[], estimator: AdvantageEstimator, discount: number): number[][] {
   if (!(discount > 0 && discount <= 1)) throw new Error(`stepAdvantages: discount must be in (0, 1], got ${discount}`);
   const visits = new Map<string, { episode: number; turn: number; return: number }[]>();
-  episodes.forEach(({ states, reward, outcomeReward = reward }, episode) => {
+  episodes.forEach(({ states, reward, outcomeReward = reward, turnPenalties = [] }, episode) => {
     states.forEach((state, turn) => {
-      const visit = { episode, turn, return: discount ** (states.length - 1 - turn) * outcomeReward + (reward - outcomeReward) };
+      const visit = { episode, turn, return: discount ** (states.length - 1 - turn) * outcomeReward + (reward - outcomeReward) - (turnPenalties[turn] ?? 0) };
       const earlier = visits.get(state);
       if (earlier) earlier.push(visit);
       else visits.set(state, [visit]);

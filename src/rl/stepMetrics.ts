@@ -10,6 +10,8 @@ export interface StepMetrics extends TrainMetrics {
   groups: number;
   /** The groups this step trained on, so each can be checked to appear in exactly one step. */
   groupIds: string[];
+  /** Of those, the groups consumed but not trained: none of their episodes solved the task (`trainer.skipUnsolvedGroups`). */
+  groupsSkipped: number;
   trajectories: number;
   rewardMean: number;
   rewardStd: number;
@@ -46,6 +48,8 @@ export interface StepInputs {
   step: number;
   version: number;
   groups: readonly GroupSummary[];
+  groupsSkipped: number;
+  /** Advantage of every trained trajectory. */
   advantages: readonly number[];
   train: TrainMetrics;
   /** Policy version of every trained token. */
@@ -75,6 +79,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     version: inputs.version,
     groups: inputs.groups.length,
     groupIds: inputs.groups.map((g) => g.groupId),
+    groupsSkipped: inputs.groupsSkipped,
     trajectories: rewards.length,
     rewardMean,
     rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),

@@ -69,6 +69,9 @@ export interface TrainMetrics {
   optimizerMs: number;
 }
 
+/** A batch with nothing to train: no optimizer step was taken. */
+export const NOTHING_TRAINED: TrainMetrics = Object.freeze({ loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0, sequences: 0, stepMs: 0, forwardBackwardMs: 0, optimizerMs: 0 });
+
 // Adam's usual constants (Kingma & Ba).
 const BETA1 = 0.9;
 const BETA2 = 0.999;

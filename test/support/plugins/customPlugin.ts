@@ -51,8 +51,11 @@ const hangingTool: Tool = {
 };
 
 const faultyOptions = z.strictObject({
-  /** Where it fails: `reset` or `step` throw, `slow-step` sleeps, `reward` scores with a throwing reward, `tool` calls a hanging tool. */
-  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool']),
+  /**
+   * Where it fails: `reset` or `step` throw, `slow-step` sleeps, `reward` scores with a throwing
+   * reward, `tool` calls a hanging tool, `penalty` charges a negative penalty.
+   */
+  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool', 'penalty']),
   /** The step (0-based) at which a step fault strikes; earlier steps succeed. */
   atStep: z.number().int().nonnegative().default(0),
   slowStepMs: z.number().int().nonnegative().default(3000),
@@ -82,6 +85,8 @@ class FaultyEnvironment extends BaseEnvironment<string, string> {
         return result('slow');
       case 'reward':
         return result('scored', await scoreAnswer({ name: 'test-throws' }, { prompt: 'go' }, answer));
+      case 'penalty':
+        return { ...result('charged'), penalty: -1 };
       case 'tool': {
         const outcome = await runToolCall({ name: 'test-hangs', arguments: {} }, [hangingTool], { defaultTimeoutMs: 10_000 });
         return result(outcome.ok ? outcome.output : outcome.error);
