@@ -13,7 +13,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
-import { solvedOf } from '../src/core/groupStats';
+import { hasMixedOutcomes } from '../src/core/groupStats';
 import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
@@ -246,8 +246,8 @@ export function createTrainerActivities({ model, compatibility, store, checkpoin
     const trajectoryTimes: TrajectoryTime[] = [];
     const tokenVersions: number[] = [];
     const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
-    // Groups consumed by this step but not trained (see trainer.skipUnsolvedGroups).
-    const skipped = input.trainer.skipUnsolvedGroups ? input.groups.filter((group) => !solvedOf(group).some(Boolean)) : [];
+    // Groups consumed by this step but not trained (see trainer.groupFilter).
+    const skipped = input.trainer.groupFilter === 'mixed-outcomes' ? input.groups.filter((group) => !hasMixedOutcomes(group)) : [];
     for (const group of input.groups) {
       if (skipped.includes(group)) continue;
       const advantages = computeAdvantages(group.rewards, input.trainer.advantage);

@@ -2,7 +2,7 @@
  * A short training run on the real dev server: rollouts stream into the trainer, each step
  * publishes a new weights version that differs from the last, the loss stays finite, eta = 0
  * keeps every trained token on-policy, the KL to version 0 is measured, a group signalled
- * twice is trained once, and groups no episode solved are skipped when asked. The format
+ * twice is trained once, and groups without mixed outcomes are skipped when asked. The format
  * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
 import { promises as fs } from 'node:fs';
@@ -87,7 +87,7 @@ describe('training run', () => {
     }
   }, 300_000);
 
-  it('skips groups no episode solved: consumed once, no optimizer step, a version each; hole penalties recorded per turn', async () => {
+  it('skips groups without mixed outcomes: consumed once, no optimizer step, a version each; hole penalties recorded per turn', async () => {
     // Four turns cannot reach G on the classic map (six moves away): no group is ever solved.
     const config = testConfig('training-skip', {
       model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 512 },
@@ -95,7 +95,7 @@ describe('training run', () => {
       agent: { maxTurns: 4, history: 'none' },
       sampling: { maxTokens: 12, temperature: 1 },
       rollout: { groupSize: 8, maxConcurrency: 16 },
-      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, formatWarmupSteps: 30, skipUnsolvedGroups: true, stepAdvantage: { weight: 1 } },
+      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, formatWarmupSteps: 30, groupFilter: 'mixed-outcomes', stepAdvantage: { weight: 1 } },
       reward: { formatWeight: 0.5 },
     });
     const runId = 'training-skip';

@@ -11,6 +11,12 @@ export function solvedOf(group: GroupSummary): boolean[] {
   return group.solved ?? group.rewards.map((reward) => reward > 0);
 }
 
+/** Whether some of the group's trajectories solved the task and some did not. */
+export function hasMixedOutcomes(group: GroupSummary): boolean {
+  const solved = solvedOf(group);
+  return solved.includes(true) && solved.includes(false);
+}
+
 /**
  * Statuses of trajectories that did not complete through no doing of the policy (the environment,
  * a reward or the agent code failed, or a time limit hit): recorded, never scored or trained on.

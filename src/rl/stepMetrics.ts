@@ -10,7 +10,7 @@ export interface StepMetrics extends TrainMetrics {
   groups: number;
   /** The groups this step trained on, so each can be checked to appear in exactly one step. */
   groupIds: string[];
-  /** Of those, the groups consumed but not trained: none of their episodes solved the task (`trainer.skipUnsolvedGroups`). */
+  /** Of those, the groups consumed but not trained: their episodes all solved the task or all failed (`trainer.groupFilter`). */
   groupsSkipped: number;
   trajectories: number;
   rewardMean: number;
