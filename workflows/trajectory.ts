@@ -171,7 +171,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   let invalidActions = 0;
   let completionTokens = 0;
   let envReturn = 0;
-  /** Penalty charged to each turn's action (index = turn); kept in the summary only when some turn paid one. */
+  /** Penalties the environment charged, by turn (sparse); in the summary only when some turn paid one. */
   const turnPenalties: number[] = [];
   let minPolicyVersion = Number.MAX_SAFE_INTEGER;
   let maxPolicyVersion = -1;
@@ -212,7 +212,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
       }
       envSteps++;
       envReturn += outcome.reward;
-      turnPenalties[turns - 1] = outcome.penalty ?? 0;
+      if (outcome.penalty) turnPenalties[turns - 1] = outcome.penalty;
       if (outcome.done || !outcome.next) {
         [status, reason] = outcome.info.truncated ? ['max_steps', 'environment step limit reached'] : ['succeeded', `episode ended: ${outcomeWord(outcome.info)}`];
         return;
@@ -251,7 +251,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     reason,
     reward,
     envReturn,
-    ...(turnPenalties.some((penalty) => penalty > 0) ? { turnPenalties: Array.from({ length: turns }, (_, turn) => turnPenalties[turn] ?? 0) } : {}),
+    ...(turnPenalties.length > 0 ? { turnPenalties: Array.from({ length: turns }, (_, turn) => turnPenalties[turn] ?? 0) } : {}),
     turns,
     envSteps,
     invalidActions,
