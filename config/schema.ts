@@ -122,9 +122,8 @@ export const TrainerConfigSchema = z.strictObject({
    * `mixed-outcomes`: train only on groups where some episodes solved the task and some did not
    * (DAPO's dynamic-sampling filter, without resampling); the others are recorded and counted, not
    * trained. A group that all failed has no success to compare with: all it could teach is to
-   * avoid penalties, which a policy that has not found the goal yet learns by stalling. In a group
-   * that all succeeded, step-level credit compares only how fast, and GRPO's division by a tiny
-   * spread makes that a full-size push. `none`: train on every group.
+   * avoid penalties, which a policy that has not found the goal yet learns by stalling; one that
+   * all succeeded has only speed to compare. `none`: train on every group.
    */
   groupFilter: z.enum(['none', 'mixed-outcomes']).default('none'),
   learningRate: z.number().positive().default(1e-3),

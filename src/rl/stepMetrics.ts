@@ -8,7 +8,7 @@ export interface StepMetrics extends TrainMetrics {
   /** Version this step published. */
   version: number;
   groups: number;
-  /** The groups this step trained on, so each can be checked to appear in exactly one step. */
+  /** The groups this step consumed (trained, or skipped by the group filter), so each can be checked to appear in exactly one step. */
   groupIds: string[];
   /** Of those, the groups consumed but not trained: their episodes all solved the task or all failed (`trainer.groupFilter`). */
   groupsSkipped: number;
