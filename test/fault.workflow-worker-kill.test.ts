@@ -41,10 +41,11 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       const rollout = runRollout(config, { runId, local: false, logger });
       rollout.catch(() => undefined);
 
-      // Kill once some trajectories have finished while others are mid-episode.
+      // Kill once some trajectories have finished while others are mid-episode. At least two in
+      // flight: a single one may already have taken its last step, leaving no session to rebuild.
       const atKill = await waitFor('some trajectories finished and others in flight', async () => {
         const p = await trajectoryProgress(store, runId);
-        return p.finished >= 2 && p.inFlight >= 1 ? p : undefined;
+        return p.finished >= 2 && p.inFlight >= 2 ? p : undefined;
       }, 180_000, 100);
       await killWorker(workflows);
       workflows = undefined;
