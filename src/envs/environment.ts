@@ -22,8 +22,8 @@ export interface StepResult<Obs> {
   info: Record<string, unknown>;
   /**
    * A cost (>= 0; absent or 0: none) charged to this action alone, kept apart from `reward`: a
-   * move the task forbids, like stepping into a hole. It is no part of the episode's return, so it never changes whether
-   * the task was solved nor the episode-level advantage; step-level credit
+   * move the task forbids, like stepping into a hole. It is no part of the episode's return, so it
+   * never changes whether the task was solved nor the episode-level advantage; step-level credit
    * (`trainer.stepAdvantage`) charges it to the turn that took the action, and to no other.
    */
   penalty?: number;
