@@ -22,7 +22,8 @@ import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { activityAttempts } from '../src/temporal/history';
 import { rolloutStatusQuery } from '../workflows/signals';
-import { rolloutIdOf, stopUpdate, trainingStatusQuery, trainingWorkflow } from '../workflows/training';
+import { rolloutIdOf } from '../src/core/ids';
+import { stopUpdate, trainingStatusQuery, trainingWorkflow } from '../workflows/training';
 
 function option(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);

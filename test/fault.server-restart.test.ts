@@ -12,7 +12,7 @@ import { freePort } from '../src/ports';
 import { runRollout } from '../src/cli/runRollout';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
-import { groupIdOf } from '../workflows/rollout';
+import { groupIdOf } from '../src/core/ids';
 import { testConfig } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';
 import { auditRun, isRunning, killWorker, LoggedWorker, spawnLoggedWorker, tail, trajectoryProgress, waitFor, within } from './support/faultKit';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { createLogger } from '../src/log';
 import { runRollout } from '../src/cli/runRollout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
-import { groupIdOf } from '../workflows/rollout';
+import { groupIdOf } from '../src/core/ids';
 import { startWorkers } from '../workers/start';
 import { testConfig, withClient } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';

@@ -16,7 +16,6 @@ import { calculatorTool } from '../src/tools/calculator';
 import { runToolCall } from '../src/tools/tool';
 import { buildChromeTrace, exportRunTrace, readRunTrace, traceDir, type ChromeEvent, type ChromeTrace, type TraceSegment } from '../src/trace/perfetto';
 import { Recorder, tracer, type TraceEvent } from '../src/trace/recorder';
-import { runIdOfWorkflowId } from '../src/trace/names';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { trainingWorkflow } from '../workflows/training';
 import { traceSinks } from '../src/trace/sinks';
@@ -181,12 +180,6 @@ describe('trace recorder', () => {
     expect((tools[1].args as Record<string, unknown>).ok).toBe(false);
   });
 
-  it('names runs after their workflow ids', () => {
-    expect(runIdOfWorkflowId('frozenlake-20260101T000000Z.g00012.t003')).toBe('frozenlake-20260101T000000Z');
-    expect(runIdOfWorkflowId('r.1.g00000')).toBe('r.1');
-    expect(runIdOfWorkflowId('train-x.rollout')).toBe('train-x');
-    expect(runIdOfWorkflowId('train-x')).toBe('train-x');
-  });
 });
 
 describe('perfetto export', () => {

@@ -13,15 +13,12 @@ import {
 } from '@temporalio/workflow';
 import type { EnvActivities } from '../activities/environment';
 import { summarizeGroup, TrajectoryOutcome } from '../src/core/groupStats';
+import { trajectoryIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { admitSignal, groupFinishedSignal, slotFreedSignal } from './signals';
 import { trajectoryWorkflow } from './trajectory';
 import { episodeSpec, GroupInput } from './types';
-
-export function trajectoryIdOf(groupId: string, index: number): string {
-  return `${groupId}.t${String(index).padStart(3, '0')}`;
-}
 
 export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   const { groupId, groupSize } = input;

@@ -24,6 +24,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { admissionAllowance } from '../src/core/admission';
+import { groupIdOf } from '../src/core/ids';
 import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -54,10 +55,6 @@ export type RolloutResult = RolloutStatus & { runId: string };
 
 /** Patch id: slots are granted strictly in group order (see `admit`). */
 const ADMISSION_IN_GROUP_ORDER = 'admission-in-group-order';
-
-export function groupIdOf(runId: string, groupIndex: number): string {
-  return `${runId}.g${String(groupIndex).padStart(5, '0')}`;
-}
 
 /** Each group is one prompt: its own seeded environment instance (map and slips). */
 export function envSeedOf(runSeed: number, groupIndex: number): number {

@@ -25,10 +25,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import { groupIdOf, rolloutIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
-import { groupIdOf, rolloutWorkflow } from './rollout';
+import { rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
 import { episodeSpec, TrainingInput } from './types';
 import { untilMatchingWorker } from './workerMismatch';
@@ -74,10 +75,6 @@ export interface TrainingResult {
   version: number;
   steps: number;
   groupsTrained: number;
-}
-
-export function rolloutIdOf(runId: string): string {
-  return `${runId}.rollout`;
 }
 
 export async function trainingWorkflow(input: TrainingInput, carried?: TrainingState): Promise<TrainingResult> {

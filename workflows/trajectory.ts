@@ -27,6 +27,7 @@ import type { EnvActivities, EnvResetOutput, SessionActivities } from '../activi
 import type { InferenceActivities } from '../activities/inference';
 import type { NextTurn } from '../src/agents/agent';
 import type { TurnOutcome } from '../src/agents/episode';
+import { sessionIdOf } from '../src/core/ids';
 import type { TrajectoryStatus, TrajectorySummary, TrajectoryTime } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
@@ -140,7 +141,7 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   /** The model's answers so far: replayed on a fresh session when the one holding them is lost. */
   const answers: string[] = [];
   let envRestores = 0;
-  const sessionId = () => `${trajectoryId}.s${envRestores}`;
+  const sessionId = () => sessionIdOf(trajectoryId, envRestores);
   const openSession = async () => {
     const opened = await untilMatchingWorker('an environment session', () => envReset({ sessionId: sessionId(), runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: answers, compatibility: input.compatibility }));
     environmentMs += opened.activityMs ?? 0;

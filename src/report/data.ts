@@ -16,6 +16,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { isTrajectoryId } from '../core/ids';
 import type { StepMetrics } from '../rl/stepMetrics';
 import { readRunTrace, type TraceSegment } from '../trace/perfetto';
 
@@ -73,7 +74,6 @@ export interface RunData {
 }
 
 const ENV_STAGES = new Set(['env.reset', 'env.step', 'env.close', 'reward']);
-const TRAJECTORY_ID = /\.g\d{5,}\.t\d{3,}$/;
 
 /** Records of a JSONL file, the last one per key, sorted by key; unparsable lines are skipped. */
 export async function readJsonLines<T>(file: string, keyOf: (record: T) => number): Promise<T[]> {
@@ -173,7 +173,7 @@ export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, '
       if (e.cat === 'engine') pushTo(engineBusySpans, processKey, [e.ts, end]);
       if (e.name === 'sample' && typeof e.args?.version === 'number') generatedVersions.set(e.args.version, (generatedVersions.get(e.args.version) ?? 0) + 1);
       if (e.name === 'env.step') envStepMs.push(e.dur / 1000);
-      if (!wf || !TRAJECTORY_ID.test(wf)) continue;
+      if (!wf || !isTrajectoryId(wf)) continue;
       const a = acc(wf);
       if (e.name === 'trajectory') {
         a.span = a.span ? [Math.min(a.span[0], e.ts), Math.max(a.span[1], end)] : [e.ts, end];

@@ -7,7 +7,8 @@
  */
 import { asyncLocalStorage, type Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-import { ACTIVITY_STAGES, runIdOfInput, runIdOfWorkflowId } from './names';
+import { runIdOfWorkflowId } from '../core/ids';
+import { ACTIVITY_STAGES, runIdOfInput } from './names';
 import { errorLabel, LiveSpan, tracer, type Attrs } from './recorder';
 
 const spans = new WeakMap<Context, LiveSpan>();

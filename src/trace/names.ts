@@ -37,18 +37,6 @@ export const WORKFLOW_KINDS: Readonly<Record<string, string>> = {
   trainingWorkflow: 'training',
 };
 
-/**
- * The run a trajflow workflow id belongs to: trajectories are `<run>.gNNNNN.tNNN`, groups
- * `<run>.gNNNNN` (workflows/group.ts, workflows/rollout.ts), a training run's controller is
- * `<run>.rollout` and the run's root workflow is `<run>` itself.
- */
-export function runIdOfWorkflowId(workflowId: string): string {
-  const group = /^(.+)\.g\d{5,}(?:\.t\d{3,})?$/.exec(workflowId);
-  if (group) return group[1];
-  const rollout = /^(.+)\.rollout$/.exec(workflowId);
-  return rollout ? rollout[1] : workflowId;
-}
-
 /** The `runId` field of an activity or workflow input (or of a summary passed as one), if any. */
 export function runIdOfInput(input: unknown): string | undefined {
   if (typeof input !== 'object' || input === null) return undefined;

@@ -20,6 +20,7 @@ import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { finished } from 'node:stream/promises';
+import { isTrajectoryId } from '../core/ids';
 import { ROLE_TITLES, TRACE_ROLES } from './names';
 import type { Attrs, TraceEvent } from './recorder';
 
@@ -199,7 +200,6 @@ interface SpanRecord {
   depth: number;
 }
 
-const TRAJECTORY_ID = /\.g\d{5,}\.t\d{3,}$/;
 
 /** Merges parsed trace segments into one Chrome trace. */
 export function buildChromeTrace(run: string, segments: readonly TraceSegment[], options: ExportOptions = {}): { trace: ChromeTrace; summary: ExportSummary } {
@@ -245,7 +245,7 @@ export function buildChromeTrace(run: string, segments: readonly TraceSegment[],
     const byTrajectory = new Map<string, { start: number; end: number }>();
     for (const { event } of spans) {
       const wf = event.args?.wf;
-      if (event.cat !== 'activity' || typeof wf !== 'string' || !TRAJECTORY_ID.test(wf)) continue;
+      if (event.cat !== 'activity' || typeof wf !== 'string' || !isTrajectoryId(wf)) continue;
       const seen = byTrajectory.get(wf);
       const end = event.ts + event.dur;
       if (seen) {

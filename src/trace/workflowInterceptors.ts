@@ -13,7 +13,8 @@ import {
   type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptorsFactory,
 } from '@temporalio/workflow';
-import { runIdOfInput, runIdOfWorkflowId, WORKFLOW_KINDS } from './names';
+import { runIdOfWorkflowId } from '../core/ids';
+import { runIdOfInput, WORKFLOW_KINDS } from './names';
 import { traceWorkflowEnded, type TraceAttrs } from './workflowSinks';
 
 /** A few numbers from a trajectory or group summary, duck-typed (no activity code in the sandbox). */

@@ -5,6 +5,7 @@
  */
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { trajectoryIdOf } from '../../src/core/ids';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
 
 export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../src/cli/workerProcess';
@@ -68,7 +69,7 @@ export async function trajectoryProgress(store: TrajectoryStore, runId: string):
  */
 export async function auditRun(store: TrajectoryStore, runId: string, groupIds: string[], groupSize: number): Promise<string[]> {
   const problems: string[] = [];
-  const expected = groupIds.flatMap((g) => Array.from({ length: groupSize }, (_, i) => `${g}.t${String(i).padStart(3, '0')}`)).sort();
+  const expected = groupIds.flatMap((g) => Array.from({ length: groupSize }, (_, i) => trajectoryIdOf(g, i))).sort();
   const stored = await store.listTrajectories(runId);
   if (JSON.stringify(stored) !== JSON.stringify(expected)) problems.push(`stored trajectories ${JSON.stringify(stored)} != expected ${JSON.stringify(expected)}`);
   for (const id of stored) {
