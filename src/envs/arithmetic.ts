@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { createRng, hashString, type Rng } from '../core/random';
-import type { InstancePool, PluginApi } from '../plugins/registry';
+import type { InstancePool, PluginApi } from '../plugins/types';
 import { validateRewardSpec, type RewardSpec } from '../rewards/registry';
 import { calculatorTool } from '../tools/calculator';
 import type { Tool } from '../tools/tool';

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { createRng, hashString, type Rng } from '../core/random';
-import type { InstancePool, PluginApi } from '../plugins/registry';
+import type { InstancePool, PluginApi } from '../plugins/types';
 import { BashSandbox, probeConfinement, type BashResult, type BashSandboxOptions } from '../sandbox/bash';
 import { defineTool, type Tool } from '../tools/tool';
 import type { Task, TaskObservation } from './taskEnvironment';

@@ -8,7 +8,7 @@ import { registerBashTerminal } from '../envs/bashTerminal';
 import { FrozenLake } from '../envs/frozenlake';
 import { ToolEnvironment } from '../envs/toolEnvironment';
 import { TOOL_CALL_FORMATS } from '../tools/parsers';
-import type { PluginApi } from './registry';
+import type { PluginApi } from './types';
 
 const positiveInt = z.number().int().positive();
 

@@ -4,7 +4,8 @@
  * per process however often configs name it.
  */
 import path from 'node:path';
-import { pluginApi, type PluginApi } from './registry';
+import { pluginApi } from './registry';
+import type { PluginApi } from './types';
 
 const loaded = new Set<string>();
 

@@ -1,6 +1,6 @@
 /**
- * Registries: configs pick environments, agents, tools and rewards by name. Built-ins are
- * registered on first use; users add their own from modules the config names (`modules:`), each
+ * Registries: configs pick environments, agents, tools and rewards by name. The registry starts
+ * with the built-ins (registered once, below: the one place they are registered); users add their own from modules the config names (`modules:`), each
  * exporting `register(trajflow)` that calls the functions of `PluginApi`.
  *
  * An unknown name is an error that lists the known ones; options are validated with the
@@ -8,51 +8,14 @@
  */
 import { z } from 'zod';
 import type { AgentConfig, EnvConfig } from '../../config/schema';
-import type { ConversationalAgent, History } from '../agents/agent';
+import type { ConversationalAgent } from '../agents/agent';
 import type { Environment } from '../envs/environment';
 import { registerReward } from '../rewards/registry';
 import type { Tool } from '../tools/tool';
 import { registerBuiltins } from './builtins';
+import type { AgentDefinition, EnvironmentDefinition, InstancePool, PluginApi } from './types';
 
-/** Which instances an environment draws: training ones, or only its held-out evaluation ones. */
-export type InstancePool = 'train' | 'eval';
-
-export interface EnvironmentContext {
-  /** Seeds the instance (task, map, randomness): the same seed must give the same episode. */
-  seed: number;
-  pool: InstancePool;
-  /** Registered tools by name; unknown names throw, listing the known ones. */
-  tools(names: readonly string[]): Tool[];
-}
-
-export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates (and fills defaults of) the env section, less `name`, `stepTimeoutS` and `sessions`. */
-  options: S;
-  // Method syntax keeps definitions with different option types assignable to the base type.
-  create(options: z.output<S>, context: EnvironmentContext): Environment;
-  /** A short label for the Web UI and logs, e.g. `frozenlake-4x4-classic`; default: the name. */
-  describe?(options: z.output<S>): string;
-}
-
-export interface AgentContext {
-  history: History;
-  /** The environment the agent will play (a tool agent takes its tools from it). */
-  environment: Environment;
-}
-
-export interface AgentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates the agent section, less `name`, `maxTurns`, `history` and `episodeTimeoutS`. */
-  options: S;
-  create(options: z.output<S>, context: AgentContext): ConversationalAgent;
-}
-
-/** What a plugin module's `register` function receives. */
-export interface PluginApi {
-  registerEnvironment<S extends z.ZodType>(name: string, definition: EnvironmentDefinition<S>): void;
-  registerAgent<S extends z.ZodType>(name: string, definition: AgentDefinition<S>): void;
-  registerTool(tool: Tool): void;
-  registerReward: typeof registerReward;
-}
+export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefinition, InstancePool, PluginApi } from './types';
 
 /** Config keys every env section has, handled by trajflow rather than the environment. */
 const ENV_KEYS = ['name', 'stepTimeoutS', 'sessions'] as const;
@@ -76,15 +39,9 @@ export const pluginApi: PluginApi = {
   registerReward,
 };
 
-let builtinsRegistered = false;
-function ensureBuiltins(): void {
-  if (builtinsRegistered) return;
-  builtinsRegistered = true;
-  registerBuiltins(pluginApi);
-}
+registerBuiltins(pluginApi);
 
 function lookup<T>(kind: string, map: Map<string, T>, name: string): T {
-  ensureBuiltins();
   const value = map.get(name);
   if (value === undefined) throw new Error(`unknown ${kind} ${JSON.stringify(name)}; known ${kind}s: ${[...map.keys()].sort().join(', ') || '(none)'}`);
   return value;

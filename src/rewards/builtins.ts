@@ -5,7 +5,7 @@
  * error, not as a 0 the policy would learn from).
  */
 import { z } from 'zod';
-import type { RewardDefinition, RewardInput } from './registry';
+import type { RewardDefinition, RewardInput } from './reward';
 
 const exactOptions = z
   .strictObject({

@@ -9,23 +9,9 @@
 import { z } from 'zod';
 import { formatIssues } from '../tools/tool';
 import { BUILTIN_REWARDS } from './builtins';
+import type { RewardDefinition, RewardInput } from './reward';
 
-export interface RewardInput {
-  task: unknown;
-  /** The model's final answer. */
-  answer: string;
-  /** The expected answer, for rewards that compare against one. */
-  reference?: string;
-  /** Anything else a custom reward needs (tool results, trajectory metadata). */
-  [key: string]: unknown;
-}
-
-export interface RewardDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates (and fills defaults of) the spec's `options` before the reward is ever called. */
-  options: S;
-  // Method syntax keeps definitions with different option types assignable to RewardDefinition.
-  score(input: RewardInput, options: z.output<S>): number | Promise<number>;
-}
+export type { RewardDefinition, RewardInput } from './reward';
 
 const WEIGHTED = 'weighted';
 
