@@ -14,7 +14,7 @@ import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { trajectoryWorkflow } from '../workflows/trajectory';
 import type { TrajectoryInput } from '../workflows/types';
 import { withClient } from './support/harness';
-import { mockEpisodeSpec, withMockWorker } from './support/mockWorker';
+import { mockRun, withMockWorker } from './support/mockWorker';
 
 const next = (text: string) => ({ messages: [{ role: 'user' as const, content: text }], freshContext: false });
 
@@ -53,7 +53,7 @@ function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput
 const stepped = (reward: number, done: boolean, info: Record<string, unknown> = {}): TurnOutcome => ({ kind: 'stepped', reward, done, info, ...(done ? {} : { next: next('go on') }) });
 
 async function runTrajectory(name: string, script: Parameters<typeof scriptedActivities>[1], agent: Record<string, unknown> = {}) {
-  const spec = mockEpisodeSpec(name, { agent: { maxTurns: 4, ...agent }, reward: { formatWeight: 0.5 } });
+  const { spec } = mockRun(name, { agent: { maxTurns: 4, ...agent }, reward: { formatWeight: 0.5 } });
   const trajectoryId = `${spec.runId}.g00000.t000`;
   const input: TrajectoryInput = { ...spec, groupId: `${spec.runId}.g00000`, trajectoryId, envSeed: 11 };
   const mock = scriptedActivities(spec.taskQueues.workflows, script);
