@@ -1,8 +1,8 @@
 /**
  * Environment activities. Episode sessions (agent + environment) live in this worker's memory, so
  * a trajectory's turns must come back to the same process: `openSession` runs on the shared env
- * queue and answers with this worker's own session queue, where `sessionTurn` / `closeSession` are routed
- * (Temporal's worker-specific task queue pattern). When the worker dies, its queue goes quiet and
+ * queue and answers with this worker's own session queue, where `sessionTurn` / `closeSession`
+ * are routed (Temporal's worker-specific task queue pattern). When the worker dies, its queue goes quiet and
  * the trajectory rebuilds the session elsewhere by replaying the model's recorded answers on a
  * fresh, identically seeded environment.
  *
