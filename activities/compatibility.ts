@@ -9,8 +9,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { incompatibilities, ROLE_PARTS, type Compatibility } from '../src/core/compatibility';
-
-export const WORKER_MISMATCH = 'WorkerMismatch';
+import { WORKER_MISMATCH } from '../src/core/failures';
 
 /** Throws the refusal when the run's fingerprint (absent in runs started before it existed) differs. */
 export function refuseIfIncompatible(role: keyof typeof ROLE_PARTS, runId: string, run: Compatibility | undefined, worker: Compatibility, logger: Logger): void {

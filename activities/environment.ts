@@ -1,8 +1,8 @@
 /**
  * Environment activities. Episode sessions (agent + environment) live in this worker's memory, so
- * a trajectory's turns must come back to the same process: `envReset` runs on the shared env queue
- * and answers with this worker's own session queue, where `envStep` / `envClose` are routed
- * (Temporal's worker-specific task queue pattern). When the worker dies, its queue goes quiet and
+ * a trajectory's turns must come back to the same process: `openSession` runs on the shared env
+ * queue and answers with this worker's own session queue, where `sessionTurn` / `closeSession`
+ * are routed (Temporal's worker-specific task queue pattern). When the worker dies, its queue goes quiet and
  * the trajectory rebuilds the session elsewhere by replaying the model's recorded answers on a
  * fresh, identically seeded environment.
  *
@@ -10,8 +10,8 @@
  * which then holds the sessions; a trajectory that moves to another workflow worker finds no
  * session there and rebuilds it the same way.
  *
- * Episode failures become non-retryable failures whose type the trajectory records as its outcome:
- * `EnvironmentError`, `RewardError`, `AgentError`, and `EnvStepTimeout` for a turn past the env's
+ * Episode failures become non-retryable failures whose type (src/core/failures) the trajectory
+ * records as its outcome: environment, reward or agent code that threw, and a turn past the env's
  * `stepTimeoutS`.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
@@ -21,15 +21,10 @@ import type { NextTurn } from '../src/agents/agent';
 import type { Compatibility } from '../src/core/compatibility';
 import { refuseIfIncompatible } from './compatibility';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
+import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 
-/** Error type a workflow treats as "this session is gone, rebuild it". */
-export const SESSION_LOST = 'SessionLost';
-
-/** Failure types by episode error kind; the trajectory workflow keeps its own copy of the strings. */
-const FAILURE_TYPES = { environment: 'EnvironmentError', reward: 'RewardError', agent: 'AgentError' } as const;
-const STEP_TIMEOUT = 'EnvStepTimeout';
 const HEARTBEAT_MS = 2_000;
 
 interface Session {
@@ -71,10 +66,9 @@ export class SessionRegistry {
   }
 }
 
-export interface EnvResetInput {
+export interface OpenSessionInput {
   sessionId: string;
-  /** Absent in trajectories started before it was sent. */
-  runId?: string;
+  runId: string;
   env: EnvConfig;
   agent: AgentConfig;
   envSeed: number;
@@ -83,15 +77,15 @@ export interface EnvResetInput {
   compatibility?: Compatibility;
 }
 
-export interface EnvResetOutput {
+export interface OpenSessionOutput {
   sessionQueue: string;
   /** Time spent opening the session (and replaying answers). */
-  activityMs?: number;
+  activityMs: number;
   /** What the model is shown next (after the replayed answers, if any). */
   next: NextTurn;
 }
 
-export interface EnvStepInput {
+export interface SessionTurnInput {
   sessionId: string;
   /** The turn this answer belongs to (0-based): a retry of a done turn returns its outcome. */
   turn: number;
@@ -109,7 +103,7 @@ export interface EnvDeps {
 
 function episodeFailure(err: unknown): unknown {
   if (!(err instanceof EpisodeError)) return err;
-  return ApplicationFailure.create({ type: FAILURE_TYPES[err.kind], message: err.message, nonRetryable: true });
+  return ApplicationFailure.create({ type: EPISODE_FAILURES[err.kind], message: err.message, nonRetryable: true });
 }
 
 /**
@@ -122,7 +116,7 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(ApplicationFailure.create({ type: STEP_TIMEOUT, message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`, nonRetryable: true })),
+      () => reject(ApplicationFailure.create({ type: ENV_TURN_TIMEOUT, message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`, nonRetryable: true })),
       stepTimeoutMs,
     );
   });
@@ -138,9 +132,10 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
 
 /** Shared env queue: opening sessions, rewards and the trajectory/group records. */
 export function createEnvActivities({ sessions, sessionQueue, compatibility, store, logger }: EnvDeps) {
-  async function envReset(input: EnvResetInput): Promise<EnvResetOutput> {
+  /** Opens an episode session (agent + environment) and replays the model's answers so far. */
+  async function openSession(input: OpenSessionInput): Promise<OpenSessionOutput> {
     const startedAt = performance.now();
-    refuseIfIncompatible('env', input.runId ?? input.sessionId, input.compatibility, compatibility, logger);
+    refuseIfIncompatible('env', input.runId, input.compatibility, compatibility, logger);
     const stepTimeoutMs = input.env.stepTimeoutS * 1000;
     const open = async () => {
       const { episode, first } = await Episode.open({ env: input.env, agent: input.agent, seed: input.envSeed });
@@ -178,12 +173,13 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     await store.putGroup(summary);
   }
 
-  return { envReset, computeReward, recordTrajectory, recordGroup };
+  return { openSession, computeReward, recordTrajectory, recordGroup };
 }
 
 /** This worker's own session queue: turns and close of the sessions it holds. */
 export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>) {
-  async function envStep(input: EnvStepInput): Promise<TurnOutcome & { activityMs: number }> {
+  /** Hands the model's answer to the session: the agent parses it and, if it is an action, the environment steps. */
+  async function sessionTurn(input: SessionTurnInput): Promise<TurnOutcome & { activityMs: number }> {
     const startedAt = performance.now();
     const session = sessions.get(input.sessionId);
     // A retry while the first attempt still runs awaits the same turn rather than acting twice.
@@ -197,11 +193,11 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     return { ...result, activityMs: performance.now() - startedAt };
   }
 
-  async function envClose(input: { sessionId: string }): Promise<void> {
+  async function closeSession(input: { sessionId: string }): Promise<void> {
     await sessions.close(input.sessionId);
   }
 
-  return { envStep, envClose };
+  return { sessionTurn, closeSession };
 }
 
 export type EnvActivities = ReturnType<typeof createEnvActivities>;

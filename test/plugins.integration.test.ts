@@ -48,7 +48,7 @@ describe('plugin environments and bad input on the dev server', () => {
     expect(summary.trajectories).toBe(2);
     expect(summary.failedTrajectories).toBe(0);
     for (const t of trajectories) {
-      expect(t).toMatchObject({ env: 'say-the-word', status: 'succeeded', reason: 'episode ended: answered', turns: 1, envSteps: 1 });
+      expect(t).toMatchObject({ env: 'say-the-word', status: 'ended', reason: 'episode ended: answered', turns: 1, envSteps: 1 });
     }
     expect(group.trajectoryIds).toHaveLength(2);
     expect(group.failed).toEqual([]);

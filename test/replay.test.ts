@@ -1,5 +1,5 @@
 /**
- * Replays recorded histories of the controller, group and trajectory workflows against today's
+ * Replays recorded histories of the training, controller, group and trajectory workflows against today's
  * workflow code: a nondeterministic change (reordered activities, a new awaited call) fails here
  * before it can wedge running workflows. Re-record with TRAJFLOW_RECORD_HISTORIES=1 after an
  * intended, versioned change.
@@ -20,7 +20,7 @@ describe('workflow replay', () => {
 
   it('has recorded histories of every workflow type', () => {
     const types = histories.map(({ history }) => history.events?.[0].workflowExecutionStartedEventAttributes?.workflowType?.name);
-    expect(new Set(types)).toEqual(new Set(['rolloutWorkflow', 'groupWorkflow', 'trajectoryWorkflow']));
+    expect(new Set(types)).toEqual(new Set(['trainingWorkflow', 'rolloutWorkflow', 'groupWorkflow', 'trajectoryWorkflow']));
   });
 
   it('replays them all without nondeterminism', async () => {

@@ -44,15 +44,15 @@ async function writeFixture(dataDir: string): Promise<void> {
     for (const t of [0, 1]) {
       const wf = `${RUN}.g0000${step}.t00${t}`;
       await fs.mkdir(path.join(runDir, 'trajectories', wf), { recursive: true });
-      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'succeeded', reward: 0.5, turns: 2 }));
+      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'ended', reward: 0.5, turns: 2 }));
       // Trajectory of 1000 ms: 2 generate calls of 200 ms, 2 env steps of 50 ms, reset 10 ms.
       const start = T0 + (5 + 5 * step) * 1e6 + t * 100_000;
       events.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 1_000_000, args: { wf, outcome: 'completed' } });
       events.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 200_000, args: { wf, activity: 'generate', turn: 0 } });
       events.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 400_000, dur: 200_000, args: { wf, activity: 'generate', turn: 1 } });
-      env.push({ ph: 'X', name: 'env.reset', cat: 'activity', ts: start + 20_000, dur: 10_000, args: { wf, activity: 'envReset' } });
-      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 310_000, dur: 50_000, args: { wf, activity: 'envStep', turn: 0 } });
-      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 610_000, dur: 50_000, args: { wf, activity: 'envStep', turn: 1 } });
+      env.push({ ph: 'X', name: 'env.reset', cat: 'activity', ts: start + 20_000, dur: 10_000, args: { wf, activity: 'openSession' } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 310_000, dur: 50_000, args: { wf, activity: 'sessionTurn', turn: 0 } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 610_000, dur: 50_000, args: { wf, activity: 'sessionTurn', turn: 1 } });
     }
   }
   const trainer = [0, 1, 2].map((step) => ({ ph: 'X', name: 'train.step', cat: 'activity', ts: T0 + (10 + 5 * step) * 1e6 - 500_000, dur: 500_000, args: { step, activity: 'trainStep' } }));
@@ -199,7 +199,7 @@ describe('report', () => {
       inference.push({ ph: 'X', name: 'sample', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { version: 0 } });
       inference.push({ ph: 'X', name: 'prefill', cat: 'engine', ts: start + 100_000, dur: 200_000, args: { tokens: 50 } });
       inference.push({ ph: 'X', name: 'decode', cat: 'engine', ts: start + 300_000, dur: 800_000, args: { batch: 1 } });
-      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 1_200_000, dur: 100_000, args: { wf, activity: 'envStep', turn: 0 } });
+      env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 1_200_000, dur: 100_000, args: { wf, activity: 'sessionTurn', turn: 0 } });
     }
     for (const [role, records] of [['workflows', workflows], ['inference', inference], ['env', env]] as const) await fs.writeFile(path.join(runDir, 'trace', `${role}-h-1-s-0000.jsonl`), lines(records));
 

@@ -154,7 +154,7 @@ describe('trace recorder', () => {
     tracer.configure({ enabled: true, flushIntervalMs: 60_000 });
     try {
       const env = new MockActivityEnvironment(
-        { activityType: 'envStep', attempt: 2, workflowExecution: { workflowId: 'tools.g00000.t001', runId: 'r' } },
+        { activityType: 'sessionTurn', attempt: 2, workflowExecution: { workflowId: 'tools.g00000.t001', runId: 'r' } },
         { interceptors: [traceActivities(dataDir, 'env')], logger: new DefaultLogger('ERROR') },
       );
       const results: unknown[] = await env.run(async () => [
@@ -172,7 +172,7 @@ describe('trace recorder', () => {
     expect(files.map((f) => path.basename(f).split('-')[0])).toEqual(['env']);
     const events = files.flatMap(lines);
     const [step, failed] = events.filter((e) => e.name === 'env.step');
-    expect(step.args).toMatchObject({ activity: 'envStep', attempt: 2, wf: 'tools.g00000.t001' });
+    expect(step.args).toMatchObject({ activity: 'sessionTurn', attempt: 2, wf: 'tools.g00000.t001' });
     expect((failed.args as Record<string, unknown>).error).toBe('Error');
     const tools = events.filter((e) => e.name === 'tool');
     expect(tools.map((t) => (t.args as Record<string, unknown>).tool)).toEqual(['calculator', 'nope']);

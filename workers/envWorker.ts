@@ -1,6 +1,6 @@
 /**
- * Environment worker: polls `<prefix>-env` (session reset, reward, trajectory and group records)
- * and its own session queue (steps and close of the sessions it holds in memory).
+ * Environment worker: polls `<prefix>-env` (opening sessions, reward, trajectory and group records)
+ * and its own session queue (turns and close of the sessions it holds in memory).
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';

@@ -14,15 +14,14 @@ export interface EpisodeSpec {
   runId: string;
   runSeed: number;
   env: EnvConfig;
-  /** The environment's label for the Web UI (absent in older inputs: the env name is used). */
-  envLabel?: string;
+  /** The environment's label for the Web UI. */
+  envLabel: string;
   agent: AgentConfig;
   sampling: SamplingConfig;
-  /** Optional so workflows started before rewards were configurable still replay. */
-  reward?: RewardConfig;
+  reward: RewardConfig;
   taskQueues: TaskQueues;
   /** The code and config the run started with; workers that differ refuse its tasks. */
-  compatibility?: Compatibility;
+  compatibility: Compatibility;
 }
 
 export interface TrajectoryInput extends EpisodeSpec {

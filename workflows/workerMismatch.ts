@@ -4,10 +4,9 @@
  * run out, the workflow keeps asking instead of failing, since a matching worker may yet start.
  */
 import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
+import { WORKER_MISMATCH } from '../src/core/failures';
 import { activityCause } from './activityFailures';
 
-/** Failure type of a refusal; kept literal so no activity code is bundled into workflows. */
-const WORKER_MISMATCH = 'WorkerMismatch';
 const ASK_AGAIN_AFTER = '10 seconds';
 
 export function isWorkerMismatch(err: unknown): boolean {

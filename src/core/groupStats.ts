@@ -3,6 +3,11 @@ import type { GroupSummary, TrajectoryStatus, TrajectorySummary } from './record
 
 export type TrajectoryOutcome = { ok: true; summary: TrajectorySummary } | { ok: false; trajectoryId: string; reason: string };
 
+/** Whether an episode solved its task: the environment's own return is > 0 (a format reward never counts). */
+export function solvedTask(trajectory: Pick<TrajectorySummary, 'envReturn'>): boolean {
+  return trajectory.envReturn > 0;
+}
+
 /**
  * Which trajectories of a group solved the task. Groups recorded before rewards could include a
  * format term carry no `solved`; their reward was the environment's return alone.
@@ -38,7 +43,7 @@ export function summarizeGroup(runId: string, groupId: string, outcomes: readonl
     groupId,
     trajectoryIds: completed.map((s) => s.trajectoryId),
     rewards,
-    solved: completed.map((s) => s.envReturn > 0),
+    solved: completed.map(solvedTask),
     turns: completed.map((s) => s.turns),
     failed: outcomes.filter((o) => !scored(o)).map(failure),
     rewardMean: mean,

@@ -32,12 +32,13 @@ export interface TurnRecord {
 }
 
 /**
- * How a trajectory ended: the episode ran its course (`succeeded`: the environment said done, which
- * may be a failed task), or a limit cut it off (turns, environment steps, context), or it could not
- * finish (`failed`: environment, reward or agent code threw; `env_timeout`: one environment turn
- * took too long; `timeout`: the whole episode did). The last three are never trained on.
+ * How a trajectory ended: the episode ran its course (`ended`: the environment said done, whether
+ * or not the task was solved), or a limit cut it off (turns, environment steps, context), or it
+ * could not finish (`failed`: environment, reward or agent code threw; `env_timeout`: one
+ * environment turn took too long; `timeout`: the whole episode did). The last three are never
+ * trained on. Whether the task was solved is a separate fact (`solved` in src/core/groupStats).
  */
-export type TrajectoryStatus = 'succeeded' | 'max_turns' | 'max_steps' | 'max_context' | 'failed' | 'env_timeout' | 'timeout';
+export type TrajectoryStatus = 'ended' | 'max_turns' | 'max_steps' | 'max_context' | 'failed' | 'env_timeout' | 'timeout';
 
 export interface TrajectorySummary {
   runId: string;

@@ -18,9 +18,9 @@ export const ROLE_TITLES: Readonly<Record<string, string>> = {
 /** Span names of the RL stages, by activity type (other activities keep their type as name). */
 export const ACTIVITY_STAGES: Readonly<Record<string, string>> = {
   generate: 'generate',
-  envReset: 'env.reset',
-  envStep: 'env.step',
-  envClose: 'env.close',
+  openSession: 'env.reset',
+  sessionTurn: 'env.step',
+  closeSession: 'env.close',
   computeReward: 'reward',
   recordTrajectory: 'record.trajectory',
   recordGroup: 'record.group',

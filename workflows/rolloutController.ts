@@ -1,0 +1,240 @@
+/**
+ * The rollout controller's state and message handlers (the workflow itself: ./rollout). It counts
+ * slots in flight and hands free ones out in group order, starting a group when every open one has
+ * all of its slots; groups report freed slots and their end by signal, and in a training run the
+ * trainer stops admission and announces published policy versions.
+ */
+import {
+  getExternalWorkflowHandle,
+  log,
+  ParentClosePolicy,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { admissionAllowance } from '../src/core/admission';
+import { groupIdOf } from '../src/core/ids';
+import { solvedOf } from '../src/core/groupStats';
+import { hashString } from '../src/core/random';
+import type { GroupSummary } from '../src/core/records';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { groupWorkflow } from './group';
+import {
+  admitSignal,
+  groupFinishedSignal,
+  groupReadySignal,
+  policyPublishedSignal,
+  RolloutStatus,
+  rolloutStatusQuery,
+  slotFreedSignal,
+  stopAdmissionSignal,
+} from './signals';
+import { episodeSpec, RolloutInput } from './types';
+
+/** State carried across continue-as-new. */
+export interface RolloutState {
+  status: RolloutStatus;
+  /** Groups started and not yet finished: slots granted and trajectories whose slot came back. */
+  openGroups: Record<string, { granted: number; freed: string[] }>;
+  /** Groups this run may start; lowered by a stop, so a stop survives continue-as-new. */
+  groupLimit: number;
+}
+
+/** Each group is one prompt: its own seeded environment instance (map and slips). */
+export function envSeedOf(runSeed: number, groupIndex: number): number {
+  return hashString(`${runSeed}/group/${groupIndex}`);
+}
+
+export function initialRolloutState(input: RolloutInput): RolloutState {
+  return {
+    status: {
+      groupsTotal: input.groups,
+      groupsStarted: 0,
+      groupsFinished: 0,
+      trajectoriesInFlight: 0,
+      trajectoriesFinished: 0,
+      trajectoriesFailed: 0,
+      rewardSum: 0,
+      successes: 0,
+      turnsSum: 0,
+      // A resumed run counts the data already consumed, so the staleness bound lines up with it.
+      trajectoriesAdmitted: (input.firstGroupIndex ?? 0) * input.groupSize,
+      policyVersion: input.training?.initialVersion ?? 0,
+      admissionBlocked: 0,
+    },
+    openGroups: {},
+    groupLimit: input.groups,
+  };
+}
+
+export class RolloutController {
+  /** Set by the message handlers: something changed, so free slots may be handed out again. */
+  changed = false;
+  private readonly firstGroupIndex: number;
+
+  constructor(
+    private readonly input: RolloutInput,
+    readonly state: RolloutState,
+  ) {
+    this.firstGroupIndex = input.firstGroupIndex ?? 0;
+  }
+
+  get status(): RolloutStatus {
+    return this.state.status;
+  }
+
+  /** Every group this run may start has finished. */
+  get done(): boolean {
+    return this.status.groupsFinished >= this.state.groupLimit;
+  }
+
+  setHandlers(): void {
+    setHandler(rolloutStatusQuery, () => this.status);
+    setHandler(slotFreedSignal, ({ groupId, trajectoryId }) => this.slotFreed(groupId, trajectoryId));
+    setHandler(stopAdmissionSignal, () => this.stopAdmission());
+    setHandler(policyPublishedSignal, (version) => this.policyPublished(version));
+    setHandler(groupFinishedSignal, (summary) => this.groupFinished(summary));
+  }
+
+  private slotFreed(groupId: string, trajectoryId: string): void {
+    const group = this.state.openGroups[groupId];
+    // A duplicate delivery, or a late one for a finished group, frees nothing.
+    if (!group || group.freed.includes(trajectoryId)) return;
+    group.freed.push(trajectoryId);
+    this.status.trajectoriesInFlight--;
+    this.changed = true;
+  }
+
+  /** No new group starts; the open ones still get their slots so none is left half done. */
+  private stopAdmission(): void {
+    this.state.groupLimit = Math.min(this.state.groupLimit, this.status.groupsStarted);
+    this.changed = true;
+  }
+
+  private policyPublished(version: number): void {
+    const { status } = this;
+    if (version <= (status.pendingPolicyVersion ?? status.policyVersion)) return;
+    if (this.input.training?.weightSync === 'episode') status.pendingPolicyVersion = version;
+    else status.policyVersion = version;
+    this.changed = true;
+  }
+
+  private async groupFinished(summary: GroupSummary): Promise<void> {
+    const { status, input } = this;
+    if (!this.state.openGroups[summary.groupId]) return;
+    delete this.state.openGroups[summary.groupId];
+    status.groupsFinished++;
+    status.trajectoriesFinished += summary.trajectoryIds.length;
+    status.trajectoriesFailed += summary.failed.length;
+    status.rewardSum += summary.rewards.reduce((a, b) => a + b, 0);
+    status.successes += solvedOf(summary).filter(Boolean).length;
+    status.turnsSum += summary.turns.reduce((a, b) => a + b, 0);
+    this.changed = true;
+    if (!input.training) return;
+    try {
+      await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);
+    } catch (err) {
+      // The training run was stopped and has ended: the group stays recorded, untrained.
+      log.warn('training workflow has ended; group not handed over', { groupId: summary.groupId, error: String(err) });
+    }
+  }
+
+  /**
+   * Hands out free slots strictly in group order: the oldest group still short of slots gets them,
+   * and a new group starts only once every open group has all of its slots. Slots are then granted
+   * in trajectory order, which is what makes the staleness bound hold per train batch (the trainer
+   * takes groups in the same order). Slots freed while a grant is being sent are handed out by the
+   * same loop.
+   */
+  async admit(): Promise<void> {
+    const { groupSize } = this.input;
+    this.applyPendingSync();
+    while (this.freeSlots() > 0) {
+      const short = Object.entries(this.state.openGroups).find(([, group]) => group.granted < groupSize);
+      if (short) await this.grantToGroup(short[0], Math.min(groupSize - short[1].granted, this.freeSlots()));
+      else if (this.status.groupsStarted < this.state.groupLimit) await this.startGroup();
+      else return;
+    }
+  }
+
+  /** Whether admission is held back (by the staleness bound or a weight sync) with slots to spare; counted when so. */
+  countBlocked(): boolean {
+    const { status, input } = this;
+    const admissionEnd = (this.firstGroupIndex + input.groups) * input.groupSize;
+    const blocked = status.trajectoriesAdmitted < admissionEnd && this.freeSlots() <= 0 && status.trajectoriesInFlight < input.maxConcurrency;
+    if (blocked) status.admissionBlocked++;
+    return blocked;
+  }
+
+  /** Episode-level sync: a pending version takes effect once the last older episode finished. */
+  private applyPendingSync(): void {
+    const { status } = this;
+    if (status.pendingPolicyVersion === undefined || status.trajectoriesInFlight > 0) return;
+    status.policyVersion = status.pendingPolicyVersion;
+    status.pendingPolicyVersion = undefined;
+  }
+
+  /** Slots that may be granted now: concurrency, the staleness bound and any pending sync. */
+  private freeSlots(): number {
+    const { status, input } = this;
+    return admissionAllowance({
+      maxConcurrency: input.maxConcurrency,
+      inFlight: status.trajectoriesInFlight,
+      admitted: status.trajectoriesAdmitted,
+      training: input.training && {
+        maxStaleness: input.training.maxStaleness,
+        version: status.policyVersion,
+        batchTrajectories: input.training.batchTrajectories,
+        syncPending: status.pendingPolicyVersion !== undefined,
+      },
+    });
+  }
+
+  private grant(count: number): void {
+    this.status.trajectoriesInFlight += count;
+    this.status.trajectoriesAdmitted += count;
+  }
+
+  /** The policy version new slots sample with (training runs only). */
+  private slotVersion(): number | undefined {
+    return this.input.training ? this.status.policyVersion : undefined;
+  }
+
+  private async grantToGroup(groupId: string, count: number): Promise<void> {
+    this.state.openGroups[groupId].granted += count;
+    this.grant(count);
+    await getExternalWorkflowHandle(groupId).signal(admitSignal, count, this.slotVersion());
+  }
+
+  private async startGroup(): Promise<void> {
+    const { input } = this;
+    const groupIndex = this.firstGroupIndex + this.status.groupsStarted++;
+    const groupId = groupIdOf(input.runId, groupIndex);
+    const count = Math.min(input.groupSize, this.freeSlots());
+    this.state.openGroups[groupId] = { granted: count, freed: [] };
+    this.grant(count);
+    await startChild(groupWorkflow, {
+      workflowId: groupId,
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{
+        ...episodeSpec(input),
+        groupId,
+        groupIndex,
+        groupSize: input.groupSize,
+        envSeed: envSeedOf(input.runSeed, groupIndex),
+        controllerId: workflowInfo().workflowId,
+        initialAdmits: count,
+        policyVersion: this.slotVersion(),
+        weightSync: input.training?.weightSync,
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'group' },
+        { key: SEARCH_ATTRIBUTES.env, value: input.envLabel },
+        { key: SEARCH_ATTRIBUTES.group, value: groupId },
+      ],
+      staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${input.envLabel} prompt`,
+    });
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * The training workflow's state and message handlers (the workflow itself: ./training): the queue
+ * of groups handed over by the rollout controller, the batch due next, and the train step,
+ * evaluation and controller messages that move the run on.
+ *
+ * Exactly once: a group is queued at most once (duplicate signals are ignored), leaves the queue
+ * only into a train step, and a train step is an idempotent activity keyed by its step number, so
+ * retries and continue-as-new never train a group twice or skip one.
+ */
+import {
+  getExternalWorkflowHandle,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import { groupIdOf, rolloutIdOf } from '../src/core/ids';
+import type { GroupSummary } from '../src/core/records';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
+import { rolloutWorkflow } from './rollout';
+import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
+import { pauseUpdate, resumeUpdate, stopUpdate, type TrainingStatus, trainingStatusQuery } from './trainingMessages';
+import { episodeSpec, type TrainingInput } from './types';
+import { untilMatchingWorker } from './workerMismatch';
+
+/** State carried across continue-as-new. */
+export interface TrainingState {
+  version: number;
+  step: number;
+  /** Groups waiting for a train step, oldest first. */
+  pending: GroupSummary[];
+  /** Ids of groups already trained (so a late duplicate is recognised). */
+  trained: string[];
+  paused: boolean;
+  stopping: boolean;
+  lastMetrics?: TrainStepOutput['metrics'];
+  lastEvaluation?: EvaluationRecord;
+  /** When the run started (epoch ms), for the learning curve's elapsed time. */
+  startedAt: number;
+}
+
+export class TrainingRun {
+  readonly state: TrainingState;
+  private readonly activities: TrainerActivities;
+  private readonly controllerId: string;
+  /** Trace: when each group joined the queue (workflow memory, rebuilt by replay) and the depth. */
+  private readonly queuedAt = new Map<string, number>();
+  private readonly traceCounter = counterTracker();
+
+  constructor(
+    private readonly input: TrainingInput,
+    carried: TrainingState | undefined,
+  ) {
+    this.state = carried ?? { version: 0, step: 0, pending: [], trained: [], paused: false, stopping: false, startedAt: Date.now() };
+    this.activities = proxyActivities<TrainerActivities>({
+      taskQueue: input.taskQueues.trainer,
+      startToCloseTimeout: '30 minutes',
+      heartbeatTimeout: '2 minutes',
+      // A step that fails five times (bad data, a bug) fails the run visibly instead of retrying forever.
+      retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
+    });
+    this.controllerId = rolloutIdOf(input.runId);
+  }
+
+  get finished(): boolean {
+    return this.state.step >= this.input.trainer.steps;
+  }
+
+  status(): TrainingStatus {
+    const { state } = this;
+    return {
+      version: state.version,
+      step: state.step,
+      steps: this.input.trainer.steps,
+      groupsConsumed: state.trained.length,
+      queueDepth: state.pending.length,
+      paused: state.paused,
+      stopping: state.stopping,
+      lastMetrics: state.lastMetrics,
+      lastEvaluation: state.lastEvaluation,
+    };
+  }
+
+  setHandlers(): void {
+    const { state } = this;
+    setHandler(trainingStatusQuery, () => this.status());
+    setHandler(pauseUpdate, () => {
+      state.paused = true;
+      return this.status();
+    });
+    setHandler(resumeUpdate, () => {
+      state.paused = false;
+      return this.status();
+    });
+    setHandler(stopUpdate, async () => {
+      state.stopping = true;
+      await this.tellController((controller) => controller.signal(stopAdmissionSignal));
+      return this.status();
+    });
+    setHandler(groupReadySignal, (group) => this.enqueue(group));
+  }
+
+  private enqueue(group: GroupSummary): void {
+    const { state } = this;
+    if (state.trained.includes(group.groupId) || state.pending.some((g) => g.groupId === group.groupId)) return;
+    state.pending.push(group);
+    this.queuedAt.set(group.groupId, Date.now());
+    this.traceQueue();
+  }
+
+  private traceQueue(): void {
+    this.traceCounter(this.input.runId, 'trainer queue', { groups_waiting: this.state.pending.length });
+  }
+
+  /** Version 0 of the policy (or the version a resumed run's checkpoints reached). */
+  async preparePolicy(): Promise<void> {
+    const { input } = this;
+    const prepared = await untilMatchingWorker('policy preparation', () =>
+      this.activities.preparePolicy({ runId: input.runId, trainer: input.trainer, temperature: input.sampling.temperature, env: input.env, agent: input.agent, compatibility: input.compatibility }),
+    );
+    this.state.version = prepared.version;
+    this.state.step = prepared.step;
+  }
+
+  /** Starts the rollout controller for the groups the remaining steps will train on. */
+  async startRollouts(): Promise<void> {
+    const { input, state } = this;
+    const { trainer } = input;
+    await startChild(rolloutWorkflow, {
+      workflowId: this.controllerId,
+      taskQueue: input.taskQueues.workflows,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      args: [{
+        ...episodeSpec(input),
+        groups: (trainer.steps - state.step) * trainer.batchGroups,
+        firstGroupIndex: state.step * trainer.batchGroups,
+        groupSize: input.groupSize,
+        maxConcurrency: input.maxConcurrency,
+        training: {
+          trainerWorkflowId: workflowInfo().workflowId,
+          batchTrajectories: trainer.batchGroups * input.groupSize,
+          maxStaleness: trainer.maxStaleness,
+          weightSync: trainer.weightSync,
+          initialVersion: state.version,
+        },
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: input.runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
+        { key: SEARCH_ATTRIBUTES.env, value: input.envLabel },
+      ],
+      staticSummary: `rollouts of training run ${input.runId}`,
+    });
+  }
+
+  /**
+   * Step k trains groups k*B .. k*B+B-1 (B = batchGroups): the k-th batch in admission order, not
+   * whichever groups finished first. The controller admitted them while admitted <= (eta + v + 1)
+   * x batch, so they started under version >= k - eta and every token they hold is at most eta
+   * versions older than the weights trained at step k; a straggler is waited for, never skipped.
+   */
+  private batchIds(): string[] {
+    const { batchGroups } = this.input.trainer;
+    return Array.from({ length: batchGroups }, (_, j) => groupIdOf(this.input.runId, this.state.step * batchGroups + j));
+  }
+
+  batchReady(): boolean {
+    return this.batchIds().every((id) => this.state.pending.some((g) => g.groupId === id));
+  }
+
+  /** Trains the next batch (it must be ready), publishing the next version, and tells the controller. */
+  async trainNextBatch(): Promise<void> {
+    const { input, state } = this;
+    const ids = this.batchIds();
+    const batch = ids.map((id) => state.pending.find((g) => g.groupId === id)!);
+    const dequeuedAt = Date.now();
+    for (const id of ids) {
+      const since = this.queuedAt.get(id);
+      if (since !== undefined) traceSpan(input.runId, 'queue wait', 'queue', since, dequeuedAt, { group: id, step: state.step });
+      this.queuedAt.delete(id);
+    }
+    const result = await untilMatchingWorker(`train step ${state.step}`, () =>
+      this.activities.trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer: input.trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt, compatibility: input.compatibility }),
+    );
+    state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
+    state.trained.push(...batch.map((g) => g.groupId));
+    this.traceQueue();
+    state.version = result.version;
+    state.step++;
+    state.lastMetrics = result.metrics;
+    await this.tellController((controller) => controller.signal(policyPublishedSignal, state.version));
+  }
+
+  /** Held-out evaluation of the current version: at version 0, every `eval.everySteps` steps, and at the end. */
+  async evaluateIfDue(): Promise<void> {
+    const { input, state } = this;
+    const evalEvery = input.eval?.everySteps ?? 0;
+    if (!input.eval || evalEvery === 0) return;
+    if (state.step % evalEvery !== 0 && state.step !== input.trainer.steps) return;
+    const request = {
+      runId: input.runId,
+      runSeed: input.runSeed,
+      version: state.version,
+      env: input.env,
+      agent: input.agent,
+      maxTokens: input.sampling.maxTokens,
+      eval: input.eval,
+      runStartedAt: state.startedAt,
+      compatibility: input.compatibility,
+    };
+    state.lastEvaluation = await untilMatchingWorker('an evaluation', () => this.activities.evaluate(request));
+  }
+
+  /**
+   * Tells the controller something; once it has admitted its last trajectory and finished, there
+   * is no one left to tell, which is fine.
+   */
+  private async tellController(send: (controller: ReturnType<typeof getExternalWorkflowHandle>) => Promise<void>): Promise<void> {
+    try {
+      await send(getExternalWorkflowHandle(this.controllerId));
+    } catch (err) {
+      log.info('rollout controller has finished; not told', { error: String(err) });
+    }
+  }
+}
+

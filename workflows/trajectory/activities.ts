@@ -1,0 +1,57 @@
+/**
+ * The activities a trajectory calls, and where each runs: `generate` on the inference queue; the
+ * session's opening, reward and record on the env queue; its turns and close on the queue of the
+ * worker holding it. With `env.sessions: local` the session lives in this workflow worker and
+ * opening, turns, close and reward are local activities (no server round trip).
+ */
+import { proxyActivities, proxyLocalActivities, type RetryPolicy } from '@temporalio/workflow';
+import type { EnvActivities, SessionActivities } from '../../activities/environment';
+import type { InferenceActivities } from '../../activities/inference';
+import { SESSION_LOST } from '../../src/core/failures';
+import type { TrajectoryInput } from '../types';
+
+const ENV_RETRY: RetryPolicy = { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 10 };
+/** A lost session is not retried where it was lost: the trajectory rebuilds it elsewhere. */
+const SESSION_RETRY: RetryPolicy = { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] };
+
+export interface TrajectoryActivities {
+  generate: InferenceActivities['generate'];
+  openSession: EnvActivities['openSession'];
+  computeReward: EnvActivities['computeReward'];
+  recordTrajectory: EnvActivities['recordTrajectory'];
+  /** The turn and close activities of a session held by the worker polling `sessionQueue`. */
+  sessionAt(sessionQueue: string): SessionActivities;
+}
+
+export function trajectoryActivities(input: TrajectoryInput): TrajectoryActivities {
+  const { generate } = proxyActivities<InferenceActivities>({
+    taskQueue: input.taskQueues.inference,
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
+  });
+  const envActivities = proxyActivities<EnvActivities>({
+    taskQueue: input.taskQueues.env,
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: ENV_RETRY,
+  });
+  const { recordTrajectory } = envActivities;
+  if (input.env.sessions === 'local') {
+    const { openSession, computeReward } = proxyLocalActivities<EnvActivities>({ startToCloseTimeout: '10 minutes', retry: ENV_RETRY });
+    const localSession = proxyLocalActivities<SessionActivities>({ startToCloseTimeout: '10 minutes', retry: SESSION_RETRY });
+    return { generate, openSession, computeReward, recordTrajectory, sessionAt: () => localSession };
+  }
+  const { openSession, computeReward } = envActivities;
+  // Turns must reach the worker holding the session; if it is gone, nobody polls its queue and
+  // schedule-to-start times out, which is the signal to rebuild the session.
+  const sessionAt = (sessionQueue: string) =>
+    proxyActivities<SessionActivities>({
+      taskQueue: sessionQueue,
+      scheduleToStartTimeout: '30 seconds',
+      startToCloseTimeout: '10 minutes',
+      heartbeatTimeout: '10 seconds',
+      retry: SESSION_RETRY,
+    });
+  return { generate, openSession, computeReward, recordTrajectory, sessionAt };
+}
