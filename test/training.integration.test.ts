@@ -95,7 +95,7 @@ describe('training run', () => {
       agent: { maxTurns: 4, history: 'none' },
       sampling: { maxTokens: 12, temperature: 1 },
       rollout: { groupSize: 8, maxConcurrency: 16 },
-      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, formatWarmupSteps: 30, groupFilter: 'mixed-outcomes', stepAdvantage: { weight: 1 } },
+      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, formatWarmupSteps: 30, groupFilter: 'mixed-outcomes', turnCredit: { weight: 1 } },
       reward: { formatWeight: 0.5 },
     });
     const runId = 'training-skip';

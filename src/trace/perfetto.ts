@@ -21,6 +21,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { finished } from 'node:stream/promises';
 import { isTrajectoryId } from '../core/ids';
+import { runLayout } from '../store/runLayout';
 import { ROLE_TITLES, TRACE_ROLES } from './names';
 import type { Attrs, TraceEvent } from './recorder';
 
@@ -90,7 +91,7 @@ export interface ExportSummary {
 }
 
 export function traceDir(dataDir: string, runId: string): string {
-  return path.join(dataDir, 'runs', runId, 'trace');
+  return runLayout(dataDir, runId).traceDir;
 }
 
 function isHeader(value: unknown): value is TraceFileHeader {
