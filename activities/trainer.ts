@@ -20,7 +20,7 @@ import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../sr
 import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
-import { NOTHING_TRAINED, PolicyTrainer, TrainingSample } from '../src/rl/trainer';
+import { NOTHING_TRAINED, PolicyTrainer, trainerSettings, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
@@ -148,16 +148,6 @@ async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
   } finally {
     clearInterval(heartbeat);
   }
-}
-
-function trainerSettings(config: TrainerConfig, temperature: number) {
-  return {
-    learningRate: config.learningRate,
-    maxGradNorm: config.maxGradNorm,
-    adamEpsilon: config.adamEpsilon,
-    optimizerStepsPerBatch: config.optimizerStepsPerBatch,
-    loss: { ...config.loss, temperature },
-  };
 }
 
 /**

@@ -154,7 +154,8 @@ export const TrainerConfigSchema = z.strictObject({
   formatWarmupSteps: z.number().int().nonnegative().default(0),
   /**
    * Adam's step size during the warm-up (its own: the warm-up is supervised). High rates learn the
-   * format fastest but may lose what an answer should depend on (the observation) again.
+   * format fastest but may lose what an answer should depend on (the observation) again. 1e-2:
+   * on the default model, 40 steps of 8 FrozenLake episodes then reach the loss floor of a uniform move.
    */
   formatWarmupLearningRate: z.number().positive().default(1e-2),
 });

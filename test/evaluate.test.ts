@@ -23,6 +23,7 @@ describe('held-out evaluation', () => {
       envSeeds: evaluationSeeds(1, 6),
       temperature: 1,
       maxTokens: 8,
+      maxBatch: 6,
     });
     expect(result.episodes).toBe(6);
     // An untrained policy answers garbage: every episode uses all its turns, none is solved.
