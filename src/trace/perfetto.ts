@@ -90,6 +90,7 @@ export interface ExportSummary {
   endUs: number;
 }
 
+/** A run's trace folder (the CLI's import; new code asks `runLayout` directly). */
 export function traceDir(dataDir: string, runId: string): string {
   return runLayout(dataDir, runId).traceDir;
 }
@@ -139,7 +140,7 @@ export async function readTraceFile(file: string): Promise<{ segments: TraceSegm
 
 /** Every trace file of a run. */
 export async function readRunTrace(dataDir: string, runId: string): Promise<{ files: string[]; segments: TraceSegment[]; unreadableLines: number }> {
-  const dir = traceDir(dataDir, runId);
+  const dir = runLayout(dataDir, runId).traceDir;
   let names: string[];
   try {
     names = (await fs.readdir(dir)).filter((name) => name.endsWith('.jsonl')).sort();
