@@ -9,8 +9,6 @@
  * them from the checkpoint only when it is not at the step's base version.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
 import { hasMixedOutcomes } from '../src/core/groupStats';
@@ -19,18 +17,20 @@ import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
-import { computeAdvantages, stepAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
-import { NOTHING_TRAINED, PolicyTrainer, TrainingSample } from '../src/rl/trainer';
+import { NOTHING_TRAINED, PolicyTrainer, trainerSettings, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
 import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/files';
+import { appendJsonLine } from '../src/store/jsonLines';
+import { enginesDir, envWorkersDir, runLayout } from '../src/store/runLayout';
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
 import { EngineSnapshot, engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
 import { tracer } from '../src/trace/recorder';
-import { busyFraction, envWorkersDir, readBusySnapshots, type BusySnapshot } from '../src/metrics/busy';
+import { busyFraction, readBusySnapshots, type BusySnapshot } from '../src/metrics/busy';
 
 export interface TrainerDeps {
   model: ModelSettings;
@@ -38,7 +38,7 @@ export interface TrainerDeps {
   compatibility: Compatibility;
   store: TrajectoryStore;
   checkpoints: CheckpointStore;
-  /** Where step results and metrics.jsonl go: <dataDir>/runs/<runId>/train/. */
+  /** Where step results and metrics.jsonl go (a run's train/ folder, see src/store/runLayout.ts). */
   dataDir: string;
   logger: Logger;
 }
@@ -95,44 +95,29 @@ export interface TrainStepOutput {
 }
 
 /**
- * omega x the step-level advantage of every turn of a group's trajectories (anchor state: the
- * messages the turn showed), or undefined when step-level credit is off. Needs one training
+ * omega x the per-turn advantage of every turn of a group's trajectories (anchor state: the
+ * messages the turn showed), or undefined when per-turn credit is off. Needs one training
  * sequence per turn (`sequenceCounts[i]` per trajectory), so that a turn's advantage is its sequence's.
  */
-function turnAdvantages(
+function weightedTurnCredit(
   turns: readonly TurnRecord[][],
   sequenceCounts: readonly number[],
   rewards: readonly number[],
-  summaries: readonly (TrajectorySummary | undefined)[],
+  summaries: readonly TrajectorySummary[],
   trainer: TrainerConfig,
 ): number[][] | undefined {
-  const { stepAdvantage } = trainer;
-  if (!stepAdvantage || stepAdvantage.weight === 0) return undefined;
+  const { turnCredit } = trainer;
+  if (!turnCredit || turnCredit.weight === 0) return undefined;
   if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
-    throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.stepAdvantage needs agent.history: none (one training sequence per turn)', nonRetryable: true });
+    throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.turnCredit needs agent.history: none (one training sequence per turn)', nonRetryable: true });
   }
   const episodes = turns.map((record, i) => ({
     states: record.map((turn) => JSON.stringify(turn.messages)),
     reward: rewards[i],
-    // Without its summary a trajectory's whole reward counts as its outcome.
-    outcomeReward: summaries[i]?.envReturn ?? rewards[i],
-    turnPenalties: summaries[i]?.turnPenalties,
+    outcomeReward: summaries[i].envReturn,
+    turnPenalties: summaries[i].turnPenalties,
   }));
-  return stepAdvantages(episodes, trainer.advantage, stepAdvantage.discount).map((row) => row.map((a) => stepAdvantage.weight * a));
-}
-
-function trainDir(dataDir: string, runId: string): string {
-  return path.join(dataDir, 'runs', runId, 'train');
-}
-
-function stepFile(dataDir: string, runId: string, step: number): string {
-  return path.join(trainDir(dataDir, runId), `step-${String(step).padStart(6, '0')}.json`);
-}
-
-/** Appends `record` as one JSON line, creating the folder on first use. */
-async function appendLine(file: string, record: unknown): Promise<void> {
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  await fs.appendFile(file, `${JSON.stringify(record)}\n`);
+  return turnAdvantages(episodes, trainer.advantage, turnCredit.discount).map((row) => row.map((a) => turnCredit.weight * a));
 }
 
 function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {
@@ -155,193 +140,251 @@ function traceStaleness(baseVersion: number, tokenVersions: readonly number[]): 
   tracer.counter('staleness', { max, mean: sum / tokenVersions.length });
 }
 
-function evaluationFile(dataDir: string, runId: string, version: number): string {
-  return path.join(trainDir(dataDir, runId), `eval-v${String(version).padStart(6, '0')}.json`);
+/** Heartbeats every 5 s while `work` runs (a warm-up or an evaluation holds the event loop in bursts). */
+async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
+  const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
+  try {
+    return await work();
+  } finally {
+    clearInterval(heartbeat);
+  }
 }
 
+/**
+ * Weight publish: the checkpoint (weights + optimizer state) is written to a temporary file and
+ * renamed into place, which is the moment inference workers can load it.
+ */
+async function publish(checkpoints: CheckpointStore, runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
+  const file = checkpoints.file(runId, version);
+  await tracer.span('weights.publish', { version }, () =>
+    writeAtomically(file, (temp) => tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }))),
+  );
+}
 
-export function createTrainerActivities({ model, compatibility, store, checkpoints, dataDir, logger }: TrainerDeps) {
-  /** The trainer in memory and which run/version its weights are. */
-  let current: { runId: string; version: number; trainer: PolicyTrainer } | undefined;
-  /** When the previous step ended, and the engines' counters then: the idle/busy baselines. */
-  let previous: { endedAt: number; engines: EngineSnapshot[]; envWorkers: BusySnapshot[] } | undefined;
-  const enginesDir = path.join(dataDir, 'engines');
-  const envDir = envWorkersDir(dataDir);
+/** The trainer kept in memory between steps, and which run and version its weights are. */
+class HeldTrainer {
+  private held: { runId: string; version: number; trainer: PolicyTrainer } | undefined;
 
-  function trainerSettings(config: TrainerConfig, temperature: number) {
-    return {
-      learningRate: config.learningRate,
-      maxGradNorm: config.maxGradNorm,
-      adamEpsilon: config.adamEpsilon,
-      optimizerStepsPerBatch: config.optimizerStepsPerBatch,
-      loss: { ...config.loss, temperature },
-    };
-  }
-
-  /**
-   * Weight publish: the checkpoint (weights + optimizer state) is written to a temporary file and
-   * renamed into place, which is the moment inference workers can load it.
-   */
-  async function publish(runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
-    const file = checkpoints.file(runId, version);
-    await tracer.span('weights.publish', { version }, () =>
-      writeAtomically(file, (temp) => tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }))),
-    );
-  }
+  constructor(private readonly checkpoints: CheckpointStore) {}
 
   /** The trainer at (runId, version): the one in memory, or one restored from that checkpoint. */
-  async function trainerAt(runId: string, version: number, config: TrainerConfig, temperature: number): Promise<PolicyTrainer> {
-    if (current?.runId === runId && current.version === version) return current.trainer;
-    current?.trainer.dispose();
-    current = undefined;
+  async at(runId: string, version: number, config: TrainerConfig, temperature: number): Promise<PolicyTrainer> {
+    if (this.held?.runId === runId && this.held.version === version) return this.held.trainer;
+    this.held?.trainer.dispose();
+    this.held = undefined;
     return tracer.span('checkpoint.load', { version }, async () => {
-      const checkpoint = await loadTrainerCheckpoint(checkpoints.file(runId, version));
+      const checkpoint = await loadTrainerCheckpoint(this.checkpoints.file(runId, version));
       // The KL penalty's reference is the run's version 0: the policy RL started from.
-      const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(checkpoints.file(runId, 0))).weights : undefined;
+      const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(this.checkpoints.file(runId, 0))).weights : undefined;
       const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer, reference });
-      current = { runId, version, trainer };
+      this.held = { runId, version, trainer };
       return trainer;
     });
   }
 
-  /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
-  async function preparePolicy({ runId, trainer: config, temperature, env, agent, ...input }: PrepareInput): Promise<{ version: number; step: number }> {
-    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
-    const latest = await checkpoints.latestVersion(runId);
-    // Each step publishes exactly one version, so the latest version is the number of steps done.
-    if (latest !== undefined) return { version: latest, step: latest };
+  /** `trainer` has just published `version`: the next step of the run starts from it. */
+  advanced(runId: string, version: number, trainer: PolicyTrainer): void {
+    this.held = { runId, version, trainer };
+  }
+}
 
-    const { seed, checkpoint, ...architecture } = model;
-    const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
-    // The warm-up is supervised: no KL term (its reference, version 0, does not exist yet).
-    const settings = trainerSettings(config, temperature);
-    const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
-    if (config.formatWarmupSteps > 0) {
-      const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
-      const { losses } = await runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }).finally(() => clearInterval(heartbeat));
-      logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
-    }
-    trainer.resetOptimizer();
-    await publish(runId, 0, trainer);
-    trainer.dispose();
-    // The first train step restores version 0 from its checkpoint, with the run's full loss.
-    return { version: 0, step: 0 };
+/** The counters a step's utilization is measured between: at the previous step's end, and now. */
+interface UtilizationMark {
+  at: number;
+  engines: EngineSnapshot[];
+  envWorkers: BusySnapshot[];
+}
+
+/**
+ * How busy the engines and env workers were, and how idle the trainer, over each step's interval:
+ * from the previous step's end (or, for a trainer's first step, its start) to this step's end.
+ */
+class UtilizationClock {
+  private previousEnd: UtilizationMark | undefined;
+
+  constructor(private readonly dataDir: string) {}
+
+  private async mark(at: number): Promise<UtilizationMark> {
+    return { at, engines: await readEngineSnapshots(enginesDir(this.dataDir)), envWorkers: await readBusySnapshots(envWorkersDir(this.dataDir)) };
   }
 
-  async function trainStep(input: TrainStepInput): Promise<TrainStepOutput> {
-    const { runId, step, baseVersion } = input;
-    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
-    const resultFile = stepFile(dataDir, runId, step);
-    const done = await readJson<TrainStepOutput>(resultFile);
-    if (done) {
-      logger.info({ runId, step }, 'train step already done by an earlier attempt; returning it');
-      return done;
-    }
-    const startedAt = Date.now();
-    const since = previous ?? { endedAt: startedAt, engines: await readEngineSnapshots(enginesDir), envWorkers: await readBusySnapshots(envDir) };
-    const trainer = await trainerAt(runId, baseVersion, input.trainer, input.temperature);
+  /** Where this step's interval starts; call when the step starts. */
+  async intervalStart(startedAt: number): Promise<UtilizationMark> {
+    return this.previousEnd ?? this.mark(startedAt);
+  }
 
-    const samples: TrainingSample[] = [];
-    const trajectoryAdvantages: number[] = [];
-    const trajectoryTimes: TrajectoryTime[] = [];
-    const tokenVersions: number[] = [];
-    const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
-    // Groups consumed by this step but not trained (see trainer.groupFilter).
-    const skipped = input.trainer.groupFilter === 'mixed-outcomes' ? input.groups.filter((group) => !hasMixedOutcomes(group)) : [];
-    for (const group of input.groups) {
-      if (skipped.includes(group)) continue;
-      const advantages = computeAdvantages(group.rewards, input.trainer.advantage);
-      trajectoryAdvantages.push(...advantages);
-      const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
-      const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTrajectory(runId, trajectoryId)));
-      const sequences = turns.map(buildTrainingSequences);
-      const perTurn = turnAdvantages(turns, sequences.map((s) => s.length), group.rewards, summaries, input.trainer);
-      sequences.forEach((trajectorySequences, i) => {
-        // Every context of the trajectory (one, unless the agent keeps no history) carries the
-        // trajectory's advantage: the episode's outcome credits each of its turns; with
-        // step-level credit each turn's context adds its own.
-        trajectorySequences.forEach((sequence, k) => {
-          const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
-          samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
-          tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
-        });
-        const time = summaries[i]?.time;
-        if (time) trajectoryTimes.push(time);
+  /** The step's fractions, and the step's end becomes the next interval's start. */
+  async intervalEnd(since: UtilizationMark, startedAt: number, endedAt: number) {
+    const end = await this.mark(endedAt);
+    const intervalMs = endedAt - since.at;
+    this.previousEnd = end;
+    return {
+      trainerIdleFraction: intervalMs > 0 ? (startedAt - since.at) / intervalMs : 0,
+      engineBusyFraction: engineBusyFraction(since.engines, end.engines, intervalMs),
+      envBusyFraction: busyFraction(since.envWorkers, end.envWorkers, intervalMs),
+    };
+  }
+}
+
+/** A step's training samples, and what the step's metrics read of the groups they came from. */
+interface LoadedBatch {
+  samples: TrainingSample[];
+  /** The episode-level advantage of every trained trajectory. */
+  trajectoryAdvantages: number[];
+  trajectoryTimes: TrajectoryTime[];
+  /** The policy version that sampled each trained token. */
+  tokenVersions: number[];
+  /** Groups consumed by the step but not trained (see trainer.groupFilter). */
+  skipped: GroupSummary[];
+}
+
+async function requireSummary(store: TrajectoryStore, runId: string, trajectoryId: string): Promise<TrajectorySummary> {
+  const summary = await store.getTrajectory(runId, trajectoryId);
+  if (!summary) throw new Error(`trajectory ${trajectoryId} of run ${runId} has no stored summary`);
+  return summary;
+}
+
+/** Reads the groups' turns from the store and turns them into training samples. */
+async function loadBatch(store: TrajectoryStore, { runId, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
+  const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [] };
+  batch.skipped = trainer.groupFilter === 'mixed-outcomes' ? groups.filter((group) => !hasMixedOutcomes(group)) : [];
+  for (const group of groups) {
+    if (batch.skipped.includes(group)) continue;
+    const advantages = computeAdvantages(group.rewards, trainer.advantage);
+    batch.trajectoryAdvantages.push(...advantages);
+    const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
+    const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => requireSummary(store, runId, trajectoryId)));
+    const sequences = turns.map(buildTrainingSequences);
+    const perTurn = weightedTurnCredit(turns, sequences.map((s) => s.length), group.rewards, summaries, trainer);
+    sequences.forEach((trajectorySequences, i) => {
+      // Every context of the trajectory (one, unless the agent keeps no history) carries the
+      // trajectory's advantage: the episode's outcome credits each of its turns; with
+      // per-turn credit each turn's context adds its own.
+      trajectorySequences.forEach((sequence, k) => {
+        const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
+        batch.samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
+        batch.tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
       });
-    }
-    loading.end({ sequences: samples.length });
-    traceStaleness(baseVersion, tokenVersions);
-    Context.current().heartbeat();
-    // Every group skipped: no optimizer step, and the same weights are published as the next
-    // version (one version per step is what admission and resume count on).
-    const train = samples.length > 0 ? trainer.trainBatch(samples) : NOTHING_TRAINED;
-    Context.current().heartbeat();
-
-    const version = baseVersion + 1;
-    await publish(runId, version, trainer);
-    current = { runId, version, trainer };
-    const endedAt = Date.now();
-    const engines = await readEngineSnapshots(enginesDir);
-    const envWorkers = await readBusySnapshots(envDir);
-    const intervalMs = endedAt - since.endedAt;
-    const metrics = summarizeStep({
-      step,
-      version,
-      groups: input.groups,
-      groupsSkipped: skipped.length,
-      advantages: trajectoryAdvantages,
-      train,
-      tokenVersions,
-      baseVersion,
-      wallMs: endedAt - startedAt,
-      trainerIdleFraction: intervalMs > 0 ? (startedAt - since.endedAt) / intervalMs : 0,
-      engineBusyFraction: engineBusyFraction(since.engines, engines, intervalMs),
-      envBusyFraction: busyFraction(since.envWorkers, envWorkers, intervalMs),
-      trajectoryTimes,
+      const time = summaries[i].time;
+      if (time) batch.trajectoryTimes.push(time);
     });
-    previous = { endedAt, engines, envWorkers };
-    const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };
-    // The metrics line first: the result file marks the step done, and a retry that finds it
-    // returns at once, so a line written after it could be lost to a crash in between. A retry
-    // that trains again appends a second line for the step; readers keep the last.
-    await appendLine(path.join(trainDir(dataDir, runId), 'metrics.jsonl'), output.metrics);
-    await writeJsonAtomically(resultFile, output);
-    logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
-    return output;
   }
+  return batch;
+}
 
-  /** Evaluates a published version once (idempotent by version, like a train step by its number). */
-  async function evaluate(input: EvaluateInput): Promise<EvaluationRecord> {
-    const { runId, version } = input;
-    refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
-    const resultFile = evaluationFile(dataDir, runId, version);
-    const done = await readJson<EvaluationRecord>(resultFile);
-    if (done) return done;
-    const startedAt = Date.now();
-    const { weights } = await loadTrainerCheckpoint(checkpoints.file(runId, version));
-    const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
-    try {
-      const result = await evaluatePolicy({
-        weights,
-        env: input.env,
-        agent: input.agent,
-        envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
-        temperature: input.eval.temperature,
-        maxTokens: input.maxTokens,
-        maxBatch: input.eval.episodes,
-      });
-      const endedAt = Date.now();
-      const record: EvaluationRecord = { version, ...result, wallMs: endedAt - startedAt, ...elapsedSince(input.runStartedAt, endedAt) };
-      await appendLine(path.join(trainDir(dataDir, runId), 'eval.jsonl'), record);
-      await writeJsonAtomically(resultFile, record);
-      logger.info({ runId, version, successRate: record.successRate, validAnswerShare: record.validAnswerShare, wallMs: record.wallMs }, 'evaluation done');
-      return record;
-    } finally {
-      clearInterval(heartbeat);
-    }
+/** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
+async function preparePolicy({ model, compatibility, checkpoints, logger }: TrainerDeps, { runId, trainer: config, temperature, env, agent, ...input }: PrepareInput): Promise<{ version: number; step: number }> {
+  refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
+  const latest = await checkpoints.latestVersion(runId);
+  // Each step publishes exactly one version, so the latest version is the number of steps done.
+  if (latest !== undefined) return { version: latest, step: latest };
+
+  const { seed, checkpoint, ...architecture } = model;
+  const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
+  // The warm-up is supervised: no KL term (its reference, version 0, does not exist yet).
+  const settings = trainerSettings(config, temperature);
+  const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
+  if (config.formatWarmupSteps > 0) {
+    const { losses } = await withHeartbeat(() => runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }));
+    logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
   }
+  trainer.resetOptimizer();
+  await publish(checkpoints, runId, 0, trainer);
+  trainer.dispose();
+  // The first train step restores version 0 from its checkpoint, with the run's full loss.
+  return { version: 0, step: 0 };
+}
 
-  return { preparePolicy, trainStep, evaluate };
+async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: UtilizationClock, input: TrainStepInput): Promise<TrainStepOutput> {
+  const { store, checkpoints, dataDir, logger } = deps;
+  const { runId, step, baseVersion } = input;
+  refuseIfIncompatible('trainer', runId, input.compatibility, deps.compatibility, logger);
+  const run = runLayout(dataDir, runId);
+  const resultFile = run.trainStepFile(step);
+  const done = await readJson<TrainStepOutput>(resultFile);
+  if (done) {
+    logger.info({ runId, step }, 'train step already done by an earlier attempt; returning it');
+    return done;
+  }
+  const startedAt = Date.now();
+  const since = await utilization.intervalStart(startedAt);
+  const trainer = await held.at(runId, baseVersion, input.trainer, input.temperature);
+
+  const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
+  const batch = await loadBatch(store, input);
+  loading.end({ sequences: batch.samples.length });
+  traceStaleness(baseVersion, batch.tokenVersions);
+  Context.current().heartbeat();
+  // Every group skipped: no optimizer step, and the same weights are published as the next
+  // version (one version per step is what admission and resume count on).
+  const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples) : NOTHING_TRAINED;
+  Context.current().heartbeat();
+
+  const version = baseVersion + 1;
+  await publish(checkpoints, runId, version, trainer);
+  held.advanced(runId, version, trainer);
+  const endedAt = Date.now();
+  const metrics = summarizeStep({
+    step,
+    version,
+    groups: input.groups,
+    groupsSkipped: batch.skipped.length,
+    advantages: batch.trajectoryAdvantages,
+    train,
+    tokenVersions: batch.tokenVersions,
+    baseVersion,
+    wallMs: endedAt - startedAt,
+    ...(await utilization.intervalEnd(since, startedAt, endedAt)),
+    trajectoryTimes: batch.trajectoryTimes,
+  });
+  const output: TrainStepOutput = { version, metrics: { ...metrics, ...elapsedSince(input.runStartedAt, endedAt) } };
+  // The metrics line first: the result file marks the step done, and a retry that finds it
+  // returns at once, so a line written after it could be lost to a crash in between. A retry
+  // that trains again appends a second line for the step; readers keep the last.
+  await appendJsonLine(run.metricsFile, output.metrics);
+  await writeJsonAtomically(resultFile, output);
+  logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
+  return output;
+}
+
+/** Evaluates a published version once (idempotent by version, like a train step by its number). */
+async function evaluate({ compatibility, checkpoints, dataDir, logger }: TrainerDeps, input: EvaluateInput): Promise<EvaluationRecord> {
+  const { runId, version } = input;
+  refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
+  const run = runLayout(dataDir, runId);
+  const resultFile = run.evaluationFile(version);
+  const done = await readJson<EvaluationRecord>(resultFile);
+  if (done) return done;
+  const startedAt = Date.now();
+  const { weights } = await loadTrainerCheckpoint(checkpoints.file(runId, version));
+  const result = await withHeartbeat(() =>
+    evaluatePolicy({
+      weights,
+      env: input.env,
+      agent: input.agent,
+      envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
+      temperature: input.eval.temperature,
+      maxTokens: input.maxTokens,
+      maxBatch: input.eval.episodes,
+    }),
+  );
+  const endedAt = Date.now();
+  const record: EvaluationRecord = { version, ...result, wallMs: endedAt - startedAt, ...elapsedSince(input.runStartedAt, endedAt) };
+  await appendJsonLine(run.evaluationsFile, record);
+  await writeJsonAtomically(resultFile, record);
+  logger.info({ runId, version, successRate: record.successRate, validAnswerShare: record.validAnswerShare, wallMs: record.wallMs }, 'evaluation done');
+  return record;
+}
+
+/** The trainer worker's activities; the trainer and the utilization baselines live between calls. */
+export function createTrainerActivities(deps: TrainerDeps) {
+  const held = new HeldTrainer(deps.checkpoints);
+  const utilization = new UtilizationClock(deps.dataDir);
+  return {
+    preparePolicy: (input: PrepareInput) => preparePolicy(deps, input),
+    trainStep: (input: TrainStepInput) => trainStep(deps, held, utilization, input),
+    evaluate: (input: EvaluateInput) => evaluate(deps, input),
+  };
 }
 
 export type TrainerActivities = ReturnType<typeof createTrainerActivities>;

@@ -18,6 +18,7 @@ import { episodeSpecOf } from '../src/cli/session';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../src/cli/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
+import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { activityAttempts } from '../src/temporal/history';
@@ -107,14 +108,14 @@ async function main(): Promise<void> {
     // The controller ends once every group it started has finished.
     const status = await controller.result();
 
-    const runDir = path.join(dataDir, 'runs', runId);
+    const run = runLayout(dataDir, runId);
     const trained: string[] = [];
     for (let step = 0; step < result.steps; step++) {
-      const file = path.join(runDir, 'train', `step-${String(step).padStart(6, '0')}.json`);
+      const file = run.trainStepFile(step);
       trained.push(...(JSON.parse(await fs.readFile(file, 'utf8')) as { metrics: { groupIds: string[] } }).metrics.groupIds);
     }
     const store = new TrajectoryStore(dataDir);
-    const stored = new Set((await fs.readdir(path.join(runDir, 'groups'))).map((file) => file.replace(/\.json$/, '')));
+    const stored = new Set((await fs.readdir(run.groupsDir)).map((file) => file.replace(/\.json$/, '')));
     const lost = status.groupsStarted - stored.size;
     const trainedTwice = trained.length - new Set(trained).size;
 

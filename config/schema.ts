@@ -99,12 +99,12 @@ export const LossConfigSchema = z.strictObject({
 });
 
 /**
- * Step-level credit by anchor state (GiGPO): visits of the same observation across a group's
+ * Per-turn credit by anchor state (GiGPO): visits of the same observation across a group's
  * trajectories compare their discounted returns, and each turn's advantage adds `weight` x that
  * comparison to its episode's. Needs `agent.history: none` (one training sequence per turn).
  */
-export const StepAdvantageConfigSchema = z.strictObject({
-  /** omega: the step-level advantage's weight beside the episode-level one. */
+export const TurnCreditConfigSchema = z.strictObject({
+  /** omega: the per-turn advantage's weight beside the episode-level one. */
   weight: z.number().nonnegative(),
   /**
    * gamma: a turn's return is gamma^(turns after it) x the environment's return, plus the rest of
@@ -116,7 +116,7 @@ export const StepAdvantageConfigSchema = z.strictObject({
 
 export const TrainerConfigSchema = z.strictObject({
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
-  stepAdvantage: StepAdvantageConfigSchema.optional(),
+  turnCredit: TurnCreditConfigSchema.optional(),
   loss: LossConfigSchema.prefault({}),
   /**
    * `mixed-outcomes`: train only on groups where some episodes solved the task and some did not
@@ -154,7 +154,8 @@ export const TrainerConfigSchema = z.strictObject({
   formatWarmupSteps: z.number().int().nonnegative().default(0),
   /**
    * Adam's step size during the warm-up (its own: the warm-up is supervised). High rates learn the
-   * format fastest but may lose what an answer should depend on (the observation) again.
+   * format fastest but may lose what an answer should depend on (the observation) again. 1e-2:
+   * on the default model, 40 steps of 8 FrozenLake episodes then reach the loss floor of a uniform move.
    */
   formatWarmupLearningRate: z.number().positive().default(1e-2),
 });
@@ -220,12 +221,12 @@ export const RunConfigSchema = z.strictObject({
   trace: TraceConfigSchema.prefault({}),
   metrics: MetricsConfigSchema.prefault({}),
 }).superRefine((config, ctx) => {
-  if ((config.trainer.stepAdvantage?.weight ?? 0) > 0 && config.agent.history !== 'none') {
-    ctx.addIssue({ code: 'custom', path: ['trainer', 'stepAdvantage'], message: 'step-level advantages need agent.history: none (one training sequence per turn)' });
+  if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
+    ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
   }
   // A penalty no training step reads would be silently ignored: FrozenLake's is the built-in one.
-  if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.stepAdvantage?.weight ?? 0) > 0)) {
-    ctx.addIssue({ code: 'custom', path: ['env', 'holePenalty'], message: 'is charged to the move into the hole alone, which only step-level credit reads: set trainer.stepAdvantage (with agent.history: none) or leave holePenalty at 0' });
+  if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
+    ctx.addIssue({ code: 'custom', path: ['env', 'holePenalty'], message: 'is charged to the move into the hole alone, which only per-turn credit reads: set trainer.turnCredit (with agent.history: none) or leave holePenalty at 0' });
   }
 });
 

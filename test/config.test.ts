@@ -41,12 +41,12 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, rollout: { grupSize: 2 } })).toThrow(/rollout: .*grupSize/);
     expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: -1 } })).toThrow(/env\.holePenalty/);
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name/);
-    // Step-level credit needs one training sequence per turn.
-    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { stepAdvantage: { weight: 1 } } })).toThrow(/trainer\.stepAdvantage: step-level advantages need agent\.history: none/);
-    expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { stepAdvantage: { weight: 1 } } }).trainer.stepAdvantage).toEqual({ weight: 1, discount: 0.95 });
-    // A hole penalty reaches training only through step-level credit.
-    expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(/env\.holePenalty: is charged to the move into the hole alone, which only step-level credit reads/);
-    expect(parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { stepAdvantage: { weight: 1 } } }).env).toMatchObject({ holePenalty: 0.25 });
+    // Per-turn credit needs one training sequence per turn.
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 1 } } })).toThrow(/trainer\.turnCredit: per-turn credit needs agent\.history: none/);
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).trainer.turnCredit).toEqual({ weight: 1, discount: 0.95 });
+    // A hole penalty reaches training only through per-turn credit.
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(/env\.holePenalty: is charged to the move into the hole alone, which only per-turn credit reads/);
+    expect(parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).env).toMatchObject({ holePenalty: 0.25 });
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);

@@ -1,4 +1,5 @@
 import { parseRunConfig } from '../config/load';
+import { isHeldOut } from '../src/core/heldOut';
 import { FrozenLake, isHeldOutMap } from '../src/envs/frozenlake';
 import { createEnvironment } from '../src/plugins/registry';
 import { modelConfig } from '../src/model/config';
@@ -7,6 +8,17 @@ import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 
 describe('held-out evaluation', () => {
   const config = parseRunConfig({ env: { name: 'frozenlake', map: 'random', heldOutShare: 0.2 }, agent: { maxTurns: 4, history: 'none' } });
+
+  it('holds out the share of instances whose key hashes below it', () => {
+    const keys = Array.from({ length: 2000 }, (_, i) => `task-${i}`);
+    expect(keys.filter((key) => isHeldOut(key, 0)).length).toBe(0);
+    expect(keys.filter((key) => isHeldOut(key, 1)).length).toBe(keys.length);
+    const share = keys.filter((key) => isHeldOut(key, 0.2)).length / keys.length;
+    expect(share).toBeGreaterThan(0.17);
+    expect(share).toBeLessThan(0.23);
+    // A smaller share holds out a subset of a larger one's instances.
+    expect(keys.every((key) => !isHeldOut(key, 0.1) || isHeldOut(key, 0.2))).toBe(true);
+  });
 
   it('draws its seeds from a stream of its own, deterministically', () => {
     expect(evaluationSeeds(1, 4)).toEqual(evaluationSeeds(1, 4));
@@ -23,6 +35,7 @@ describe('held-out evaluation', () => {
       envSeeds: evaluationSeeds(1, 6),
       temperature: 1,
       maxTokens: 8,
+      maxBatch: 6,
     });
     expect(result.episodes).toBe(6);
     // An untrained policy answers garbage: every episode uses all its turns, none is solved.

@@ -8,8 +8,11 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import { readLearningCurve, runTraining } from '../src/cli/runTraining';
+import { runTraining } from '../src/cli/runTraining';
+import type { StepMetrics } from '../src/rl/stepMetrics';
 import { CheckpointStore } from '../src/store/checkpointStore';
+import { readJsonLines } from '../src/store/jsonLines';
+import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrainStepOutput } from '../activities/trainer';
 import { trainingStatusQuery } from '../workflows/training';
@@ -24,7 +27,6 @@ const GROUP_SIZE = 4;
 // PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered.
 const STARTED = 2;
 
-const stepFile = (trainDir: string, step: number) => path.join(trainDir, `step-${String(step).padStart(6, '0')}.json`);
 const exists = (file: string) => fs.access(file).then(() => true, () => false);
 
 describe('trainer process SIGKILLed mid-step', () => {
@@ -43,8 +45,7 @@ describe('trainer process SIGKILLed mid-step', () => {
     const logger = createLogger('test');
     logger.level = 'warn';
     const configFile = writeConfigFile(config);
-    const runDir = path.join(config.dataDir, 'runs', runId);
-    const trainDir = path.join(runDir, 'train');
+    const run = runLayout(config.dataDir, runId);
     const trainerLog = path.join(config.dataDir, 'trainer.log');
 
     const rollout = await startWorkers(config, ['workflows', 'inference', 'env'], logger);
@@ -70,7 +71,7 @@ describe('trainer process SIGKILLed mid-step', () => {
       });
       await killWorker(trainer);
       trainer = undefined;
-      const finishedBeforeKill = await exists(stepFile(trainDir, killed.step));
+      const finishedBeforeKill = await exists(run.trainStepFile(killed.step));
       console.log(`SIGKILLed the trainer in step ${killed.step} (attempt ${killed.attempt}); step result already written: ${finishedBeforeKill}`);
       trainer = await spawnLoggedWorker('trainer', configFile, trainerLog);
 
@@ -87,14 +88,14 @@ describe('trainer process SIGKILLed mid-step', () => {
 
       // The step files are the source of truth: one per step, version = step + 1.
       const steps: TrainStepOutput[] = [];
-      for (let step = 0; step < STEPS; step++) steps.push(JSON.parse(await fs.readFile(stepFile(trainDir, step), 'utf8')));
-      expect(await exists(stepFile(trainDir, STEPS))).toBe(false);
+      for (let step = 0; step < STEPS; step++) steps.push(JSON.parse(await fs.readFile(run.trainStepFile(step), 'utf8')));
+      expect(await exists(run.trainStepFile(STEPS))).toBe(false);
       expect(steps.map((s) => s.metrics.step)).toEqual([...Array(STEPS).keys()]);
       expect(steps.map((s) => s.version)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
 
       // Every group of the run trained in exactly one step, and no trajectory in two batches.
       const trainedGroups = steps.flatMap((s) => s.metrics.groupIds);
-      const storedGroups = (await fs.readdir(path.join(runDir, 'groups'))).map((f) => f.replace(/\.json$/, '')).sort();
+      const storedGroups = (await fs.readdir(run.groupsDir)).map((f) => f.replace(/\.json$/, '')).sort();
       expect(storedGroups).toHaveLength(STEPS * BATCH_GROUPS);
       expect([...trainedGroups].sort()).toEqual(storedGroups);
       const store = new TrajectoryStore(config.dataDir);
@@ -112,9 +113,9 @@ describe('trainer process SIGKILLed mid-step', () => {
       expect(trainedTrajectories).toHaveLength(STEPS * BATCH_GROUPS * GROUP_SIZE);
 
       // Every step has its line in the learning curve; a retry may have appended one twice.
-      const lines = (await fs.readFile(path.join(trainDir, 'metrics.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l).step as number);
+      const lines = (await fs.readFile(run.metricsFile, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l).step as number);
       expect([...new Set(lines)].sort()).toEqual([...Array(STEPS).keys()]);
-      expect((await readLearningCurve(runDir)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
+      expect((await readJsonLines<StepMetrics>(run.metricsFile, (m) => m.step)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
 
       // One checkpoint per version 0..STEPS, each loadable and labelled with its version.
       const checkpoints = new CheckpointStore(config.dataDir);

@@ -11,15 +11,16 @@ import { inflateSync } from 'node:zlib';
 import { niceTicks, wrapText, type ChartSpec } from '../src/report/charts';
 import { unionLength } from '../src/report/data';
 import { bucketWidthS, latencyHistogram, temporalLinks, timeBuckets, writeReport } from '../src/report/report';
+import { runLayout } from '../src/store/runLayout';
 
 const RUN = 'fixture-20260101T000000Z';
 const T0 = 1_800_000_000_000_000; // epoch µs
 
 async function writeFixture(dataDir: string): Promise<void> {
-  const runDir = path.join(dataDir, 'runs', RUN);
+  const run = runLayout(dataDir, RUN);
   const lines = (records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
-  await fs.mkdir(path.join(runDir, 'train'), { recursive: true });
-  await fs.mkdir(path.join(runDir, 'trace'), { recursive: true });
+  await fs.mkdir(run.trainDir, { recursive: true });
+  await fs.mkdir(run.traceDir, { recursive: true });
   const metrics = [0, 1, 2].map((step) => ({
     step,
     version: step + 1,
@@ -36,15 +37,15 @@ async function writeFixture(dataDir: string): Promise<void> {
     engineBusyFraction: 0.2 + 0.1 * step,
     elapsedS: 10 + 5 * step,
   }));
-  await fs.writeFile(path.join(runDir, 'train', 'metrics.jsonl'), lines(metrics));
-  await fs.writeFile(path.join(runDir, 'train', 'eval.jsonl'), lines([{ version: 0, successRate: 0, elapsedS: 5 }, { version: 2, successRate: 0.5, elapsedS: 15.5 }]));
+  await fs.writeFile(run.metricsFile, lines(metrics));
+  await fs.writeFile(run.evaluationsFile, lines([{ version: 0, successRate: 0, elapsedS: 5 }, { version: 2, successRate: 0.5, elapsedS: 15.5 }]));
   const events: unknown[] = [];
   const env: unknown[] = [];
   for (const step of [0, 1, 2]) {
     for (const t of [0, 1]) {
       const wf = `${RUN}.g0000${step}.t00${t}`;
-      await fs.mkdir(path.join(runDir, 'trajectories', wf), { recursive: true });
-      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'ended', reward: 0.5, turns: 2 }));
+      await fs.mkdir(run.trajectoryDir(wf), { recursive: true });
+      await fs.writeFile(run.trajectorySummaryFile(wf), JSON.stringify({ trajectoryId: wf, status: 'ended', reward: 0.5, envReturn: 0.5, turns: 2 }));
       // Trajectory of 1000 ms: 2 generate calls of 200 ms, 2 env steps of 50 ms, reset 10 ms.
       const start = T0 + (5 + 5 * step) * 1e6 + t * 100_000;
       events.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 1_000_000, args: { wf, outcome: 'completed' } });
@@ -57,10 +58,10 @@ async function writeFixture(dataDir: string): Promise<void> {
   }
   const trainer = [0, 1, 2].map((step) => ({ ph: 'X', name: 'train.step', cat: 'activity', ts: T0 + (10 + 5 * step) * 1e6 - 500_000, dur: 500_000, args: { step, activity: 'trainStep' } }));
   const header = (role: string, pid: number) => ({ trajflowTrace: 1, role, run: RUN, host: 'h', pid, stamp: 's', clock: 'epoch-us', file: 0 });
-  await fs.writeFile(path.join(runDir, 'trace', 'workflows-h-1-s-0000.jsonl'), lines([header('workflows', 1), ...events.filter((e) => (e as { name: string }).name === 'trajectory')]));
-  await fs.writeFile(path.join(runDir, 'trace', 'inference-h-1-s-0000.jsonl'), lines([header('inference', 1), ...events.filter((e) => (e as { name: string }).name === 'generate')]));
-  await fs.writeFile(path.join(runDir, 'trace', 'env-h-1-s-0000.jsonl'), lines([header('env', 1), ...env]));
-  await fs.writeFile(path.join(runDir, 'trace', 'trainer-h-2-s-0000.jsonl'), lines([header('trainer', 2), ...trainer]));
+  await fs.writeFile(path.join(run.traceDir, 'workflows-h-1-s-0000.jsonl'), lines([header('workflows', 1), ...events.filter((e) => (e as { name: string }).name === 'trajectory')]));
+  await fs.writeFile(path.join(run.traceDir, 'inference-h-1-s-0000.jsonl'), lines([header('inference', 1), ...events.filter((e) => (e as { name: string }).name === 'generate')]));
+  await fs.writeFile(path.join(run.traceDir, 'env-h-1-s-0000.jsonl'), lines([header('env', 1), ...env]));
+  await fs.writeFile(path.join(run.traceDir, 'trainer-h-2-s-0000.jsonl'), lines([header('trainer', 2), ...trainer]));
 }
 
 /** Every tag opened is closed in order (a well-formedness check good enough for our own SVG). */
@@ -123,7 +124,7 @@ describe('report', () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-'));
     await writeFixture(dataDir);
     const report = await writeReport(dataDir, RUN);
-    expect(report.outDir).toBe(path.join(dataDir, 'runs', RUN, 'report'));
+    expect(report.outDir).toBe(runLayout(dataDir, RUN).reportDir);
     const names = (await fs.readdir(report.outDir)).sort();
     const charts = ['engine-busy', 'env-latency', 'reward-success', 'staleness', 'throughput', 'trainer-idle', 'trajectory-time'];
     expect(names).toEqual([...charts.flatMap((c) => [`${c}.png`, `${c}.svg`]), 'index.html', 'utilization.csv'].sort());
@@ -183,8 +184,8 @@ describe('report', () => {
   test('a rollout-only run (no train steps) is charted per bucket of wall time since its start', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-rollout-'));
     const run = 'rollout-20260101T000000Z';
-    const runDir = path.join(dataDir, 'runs', run);
-    await fs.mkdir(path.join(runDir, 'trace'), { recursive: true });
+    const layout = runLayout(dataDir, run);
+    await fs.mkdir(layout.traceDir, { recursive: true });
     const lines = (records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
     const header = (role: string) => ({ trajflowTrace: 1, role, run, host: 'h', pid: 1, stamp: 's', clock: 'epoch-us', file: 0 });
     const [workflows, inference, env]: unknown[][] = [[header('workflows')], [header('inference')], [header('env')]];
@@ -192,8 +193,8 @@ describe('report', () => {
     for (let n = 0; n < 6; n++) {
       const wf = `${run}.g00000.t00${n}`;
       const start = T0 + n * 3e6;
-      await fs.mkdir(path.join(runDir, 'trajectories', wf), { recursive: true });
-      await fs.writeFile(path.join(runDir, 'trajectories', wf, 'summary.json'), JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }));
+      await fs.mkdir(layout.trajectoryDir(wf), { recursive: true });
+      await fs.writeFile(layout.trajectorySummaryFile(wf), JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }));
       workflows.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 2e6, args: { wf, outcome: 'completed' } });
       inference.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { wf, activity: 'generate', turn: 0 } });
       inference.push({ ph: 'X', name: 'sample', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { version: 0 } });
@@ -201,7 +202,7 @@ describe('report', () => {
       inference.push({ ph: 'X', name: 'decode', cat: 'engine', ts: start + 300_000, dur: 800_000, args: { batch: 1 } });
       env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 1_200_000, dur: 100_000, args: { wf, activity: 'sessionTurn', turn: 0 } });
     }
-    for (const [role, records] of [['workflows', workflows], ['inference', inference], ['env', env]] as const) await fs.writeFile(path.join(runDir, 'trace', `${role}-h-1-s-0000.jsonl`), lines(records));
+    for (const [role, records] of [['workflows', workflows], ['inference', inference], ['env', env]] as const) await fs.writeFile(path.join(layout.traceDir, `${role}-h-1-s-0000.jsonl`), lines(records));
 
     const report = await writeReport(dataDir, run);
     const svg = (name: string) => fs.readFile(path.join(report.outDir, `${name}.svg`), 'utf8');
@@ -242,9 +243,9 @@ describe('report', () => {
 
   test('a run folder with only learning-curve.csv still renders, charts without data say so', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-csv-'));
-    const runDir = path.join(dataDir, 'runs', 'csv-run');
-    await fs.mkdir(runDir, { recursive: true });
-    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), 'step,version,elapsedS,successRate,heldOutSuccessRate,rewardMean\n,0,2,,0,\n0,1,5,0.25,,0.3\n1,2,9,0.5,0.75,0.6\n');
+    const run = runLayout(dataDir, 'csv-run');
+    await fs.mkdir(run.dir, { recursive: true });
+    await fs.writeFile(run.learningCurveFile, 'step,version,elapsedS,successRate,heldOutSuccessRate,rewardMean\n,0,2,,0,\n0,1,5,0.25,,0.3\n1,2,9,0.5,0.75,0.6\n');
     const report = await writeReport(dataDir, 'csv-run', path.join(dataDir, 'out'));
     const reward = await fs.readFile(path.join(dataDir, 'out', 'reward-success.svg'), 'utf8');
     expect(reward).not.toContain('no data for this chart');

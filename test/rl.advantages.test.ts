@@ -1,4 +1,4 @@
-import { computeAdvantages, stepAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
 
 const expectClose = (actual: number[], expected: number[]) => {
   expect(actual).toHaveLength(expected.length);
@@ -42,7 +42,7 @@ describe('computeAdvantages', () => {
   });
 });
 
-describe('stepAdvantages (anchor states)', () => {
+describe('turnAdvantages (anchor states)', () => {
   it('compares the discounted returns of the visits of each state, by hand', () => {
     // Returns with gamma 0.5: e0 A 0.5, B 1 | e1 A 0, C 0 | e2 A 0.25, A 0.5, D 1
     const episodes = [
@@ -51,7 +51,7 @@ describe('stepAdvantages (anchor states)', () => {
       { states: ['A', 'A', 'D'], reward: 1 },
     ];
     // A's visits: 0.5, 0, 0.25, 0.5 (mean 0.3125); B, C, D are visited once: no comparison.
-    const advantages = stepAdvantages(episodes, 'drgrpo', 0.5);
+    const advantages = turnAdvantages(episodes, 'drgrpo', 0.5);
     expect(advantages.map((row) => row.length)).toEqual([2, 2, 3]);
     const expected = [[0.1875, 0], [-0.3125, 0], [-0.0625, 0.1875, 0]];
     advantages.forEach((row, i) => row.forEach((a, t) => expect(a).toBeCloseTo(expected[i][t], 12)));
@@ -63,13 +63,13 @@ describe('stepAdvantages (anchor states)', () => {
       { states: ['A', 'B'], reward: 0 },
       { states: ['A', 'B'], reward: 1 },
     ];
-    const advantages = stepAdvantages(episodes, 'grpo', 1);
+    const advantages = turnAdvantages(episodes, 'grpo', 1);
     // A and B both see returns 1, 0, 1: GRPO gives (r - 2/3) / sqrt(2/9).
     const high = (1 - 2 / 3) / Math.sqrt(2 / 9);
     const low = (0 - 2 / 3) / Math.sqrt(2 / 9);
     expect(advantages[0][0]).toBeCloseTo(high, 5);
     expect(advantages[1][1]).toBeCloseTo(low, 5);
-    expect(stepAdvantages([{ states: ['A'], reward: 1 }, { states: ['A'], reward: 1 }], 'grpo', 0.9)).toEqual([[0], [0]]);
+    expect(turnAdvantages([{ states: ['A'], reward: 1 }, { states: ['A'], reward: 1 }], 'grpo', 0.9)).toEqual([[0], [0]]);
   });
 
   it('discounts only the outcome part of the reward, so an early failure does not beat a late one', () => {
@@ -78,13 +78,13 @@ describe('stepAdvantages (anchor states)', () => {
       { states: ['A', 'B'], reward: 0.2, outcomeReward: 0 },
       { states: ['A'], reward: 0.2, outcomeReward: 0 },
     ];
-    expect(stepAdvantages(failures, 'drgrpo', 0.5)).toEqual([[0, 0], [0]]);
+    expect(turnAdvantages(failures, 'drgrpo', 0.5)).toEqual([[0, 0], [0]]);
     // Counted as outcome, the same credit would favour the early failure: A's returns 0.1 and 0.2.
-    const [late, early] = stepAdvantages(failures.map(({ states, reward }) => ({ states, reward })), 'drgrpo', 0.5);
+    const [late, early] = turnAdvantages(failures.map(({ states, reward }) => ({ states, reward })), 'drgrpo', 0.5);
     expect(late[0]).toBeCloseTo(-0.05, 12);
     expect(early[0]).toBeCloseTo(0.05, 12);
     // A success's outcome is discounted, its format credit is not: A's returns 0.2 + 0.5 * 1 and 0.2.
-    const mixed = stepAdvantages([{ states: ['A', 'B'], reward: 1.2, outcomeReward: 1 }, failures[1]], 'drgrpo', 0.5);
+    const mixed = turnAdvantages([{ states: ['A', 'B'], reward: 1.2, outcomeReward: 1 }, failures[1]], 'drgrpo', 0.5);
     expect(mixed[0][0]).toBeCloseTo(0.25, 12);
     expect(mixed[1][0]).toBeCloseTo(-0.25, 12);
   });
@@ -96,7 +96,7 @@ describe('stepAdvantages (anchor states)', () => {
       { states: ['A', 'B', 'C'], reward: 0 },
       { states: ['A', 'B'], reward: 0 },
     ];
-    const [fell, wandered, other] = stepAdvantages(episodes, 'drgrpo', 0.5);
+    const [fell, wandered, other] = turnAdvantages(episodes, 'drgrpo', 0.5);
     // B's returns -0.5, 0, 0 (mean -1/6): the move into the hole pays it all, the others gain.
     expect(fell[1]).toBeCloseTo(-1 / 3, 12);
     expect(wandered[1]).toBeCloseTo(1 / 6, 12);
@@ -104,12 +104,12 @@ describe('stepAdvantages (anchor states)', () => {
     // A, two turns before the hole, sees no penalty: its returns are all 0.
     expect([fell[0], wandered[0], other[0]]).toEqual([0, 0, 0]);
     // As an outcome (reward -0.5) it would be passed back to A, discounted: -0.25 against 0 and 0.
-    const [asOutcome] = stepAdvantages([{ states: ['A', 'B'], reward: -0.5 }, episodes[1], episodes[2]], 'drgrpo', 0.5);
+    const [asOutcome] = turnAdvantages([{ states: ['A', 'B'], reward: -0.5 }, episodes[1], episodes[2]], 'drgrpo', 0.5);
     expect(asOutcome[0]).toBeCloseTo(-0.25 + 0.25 / 3, 12);
   });
 
   it('rejects a discount outside (0, 1]', () => {
-    expect(() => stepAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
-    expect(() => stepAdvantages([], 'grpo', 1.5)).toThrow(/discount/);
+    expect(() => turnAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
+    expect(() => turnAdvantages([], 'grpo', 1.5)).toThrow(/discount/);
   });
 });

@@ -4,7 +4,11 @@ import { modelConfig } from '../src/model/config';
 import { parameterSpecs, initWeights } from '../src/model/weights';
 import { sequenceLogprobs, type TensorWeights } from '../src/model/transformer';
 import '../src/rl/gradients';
-import { DEFAULT_LOSS_CONFIG, lossInputs, policyLoss, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+import { lossInputs, policyLoss, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+import { LossConfigSchema } from '../config/schema';
+
+/** The loss as a run's config sets it by default, at temperature 1. */
+const DEFAULT_LOSS_CONFIG: LossConfig = { ...LossConfigSchema.parse({}), temperature: 1 };
 
 beforeAll(() => initBackend());
 

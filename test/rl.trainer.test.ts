@@ -10,8 +10,12 @@ import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
 import { initWeights, loadCheckpoint, loadTrainerCheckpoint, saveTrainerCheckpoint, type ModelWeights } from '../src/model/weights';
 import { toTensorWeights } from '../src/model/transformer';
-import { DEFAULT_LOSS_CONFIG, lossInputs, policyLoss, type LossConfig } from '../src/rl/loss';
+import { lossInputs, policyLoss, type LossConfig } from '../src/rl/loss';
 import { clipByGlobalNorm, PolicyTrainer, type TrainingSample } from '../src/rl/trainer';
+import { LossConfigSchema } from '../config/schema';
+
+/** The loss as a run's config sets it by default, at temperature 1. */
+const DEFAULT_LOSS_CONFIG: LossConfig = { ...LossConfigSchema.parse({}), temperature: 1 };
 
 const config = modelConfig({ maxContext: 512 });
 const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-trainer-'));

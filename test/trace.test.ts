@@ -14,7 +14,8 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { calculatorTool } from '../src/tools/calculator';
 import { runToolCall } from '../src/tools/tool';
-import { buildChromeTrace, exportRunTrace, readRunTrace, traceDir, type ChromeEvent, type ChromeTrace, type TraceSegment } from '../src/trace/perfetto';
+import { buildChromeTrace, exportRunTrace, readRunTrace, type ChromeEvent, type ChromeTrace, type TraceSegment } from '../src/trace/perfetto';
+import { runLayout } from '../src/store/runLayout';
 import { Recorder, tracer, type TraceEvent } from '../src/trace/recorder';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { trainingWorkflow } from '../workflows/training';
@@ -28,7 +29,7 @@ function tempDir(name: string): string {
 }
 
 function traceFiles(dataDir: string, run: string): string[] {
-  const dir = traceDir(dataDir, run);
+  const dir = runLayout(dataDir, run).traceDir;
   return readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort().map((f) => path.join(dir, f));
 }
 
@@ -125,7 +126,7 @@ describe('trace recorder', () => {
     // No run active: a process-level event has nowhere to go.
     recorder.complete('decode', 1, 2, { cat: 'engine', role: 'inference' });
     await recorder.flush();
-    expect(() => readdirSync(traceDir(dataDir, 'a'))).toThrow();
+    expect(() => readdirSync(runLayout(dataDir, 'a').traceDir)).toThrow();
 
     const parent = recorder.begin('generate', { cat: 'activity', scope: { dataDir, role: 'inference', run: 'a' }, parent: null });
     const other = recorder.begin('generate', { cat: 'activity', scope: { dataDir, role: 'inference', run: 'b' }, parent: null });

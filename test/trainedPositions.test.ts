@@ -13,7 +13,6 @@ import { initWeights, parameterSpecs } from '../src/model/weights';
 import '../src/rl/gradients';
 import {
   aggregationShare,
-  DEFAULT_LOSS_CONFIG,
   lossInputs,
   maskedLogprobs,
   policyLoss,
@@ -23,6 +22,10 @@ import {
   type LossInputs,
   type TrainingSample,
 } from '../src/rl/loss';
+import { LossConfigSchema } from '../config/schema';
+
+/** The loss as a run's config sets it by default, at temperature 1. */
+const DEFAULT_LOSS_CONFIG: LossConfig = { ...LossConfigSchema.parse({}), temperature: 1 };
 
 beforeAll(() => initBackend());
 

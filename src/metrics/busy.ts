@@ -4,8 +4,10 @@
  * (src/inference/statsReporter.ts) to `<dataDir>/env-workers/<workerId>.json` every few seconds,
  * so the trainer can put each step's env worker busy fraction into metrics.jsonl.
  */
-import path from 'node:path';
 import { readSnapshots, SnapshotReporter, type Snapshot } from './snapshots';
+
+/** Where they publish (named in the data layout; exported here for the workers that import it). */
+export { envWorkersDir } from '../store/runLayout';
 
 export interface BusyStats {
   /** Milliseconds since the tracker started, and of those, with at least one activity running. */
@@ -52,10 +54,6 @@ export class BusyTracker {
       inFlight: this.inFlight,
     };
   }
-}
-
-export function envWorkersDir(dataDir: string): string {
-  return path.join(dataDir, 'env-workers');
 }
 
 export function busyReporter(tracker: BusyTracker, dir: string): SnapshotReporter<BusyStats> {

@@ -15,9 +15,11 @@
  *   the policy version of every sampled turn, for per-time-bucket charts.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { isTrajectoryId } from '../core/ids';
+import type { TrajectorySummary } from '../core/records';
 import type { StepMetrics } from '../rl/stepMetrics';
+import { readJsonLines } from '../store/jsonLines';
+import { runLayout, runsDir, type RunLayout } from '../store/runLayout';
 import { readRunTrace, type TraceSegment } from '../trace/perfetto';
 
 export interface EvalRecord {
@@ -39,16 +41,11 @@ export interface TrajectoryTiming {
   derivedSpan: boolean;
 }
 
-export interface TrajectorySummary {
-  trajectoryId: string;
-  status?: string;
-  reward?: number;
-  /** The environment's own return; the task counts as solved when it is > 0. */
-  envReturn?: number;
-  turns?: number;
+/** What the report reads of a trajectory's summary.json, and when that file was written. */
+export type StoredTrajectory = Pick<TrajectorySummary, 'trajectoryId' | 'status' | 'reward' | 'envReturn' | 'turns'> & {
   /** Epoch µs summary.json was last written: the finish time of a trajectory the trace lacks. */
   writtenUs?: number;
-}
+};
 
 export interface RunData {
   runId: string;
@@ -56,7 +53,7 @@ export interface RunData {
   metrics: Partial<StepMetrics>[];
   evaluations: EvalRecord[];
   /** From trajectories/<id>/summary.json. */
-  trajectories: TrajectorySummary[];
+  trajectories: StoredTrajectory[];
   timings: TrajectoryTiming[];
   /** Durations of every env.step span (ms). */
   envStepMs: number[];
@@ -75,22 +72,6 @@ export interface RunData {
 
 const ENV_STAGES = new Set(['env.reset', 'env.step', 'env.close', 'reward']);
 
-/** Records of a JSONL file, the last one per key, sorted by key; unparsable lines are skipped. */
-export async function readJsonLines<T>(file: string, keyOf: (record: T) => number): Promise<T[]> {
-  const text = await fs.readFile(file, 'utf8').catch(() => '');
-  const byKey = new Map<number, T>();
-  for (const line of text.split('\n')) {
-    if (!line.trim()) continue;
-    try {
-      const record = JSON.parse(line) as T;
-      byKey.set(keyOf(record), record);
-    } catch {
-      // a line cut by a crash
-    }
-  }
-  return [...byKey.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
-}
-
 /** learning-curve.csv rows (numbers; empty cells left out). */
 export function parseCurveCsv(text: string): Record<string, number>[] {
   const [head, ...rows] = text.split('\n').filter((l) => l.trim());
@@ -105,18 +86,17 @@ export function parseCurveCsv(text: string): Record<string, number>[] {
   });
 }
 
-async function readTrajectorySummaries(runDir: string): Promise<TrajectorySummary[]> {
-  const dir = path.join(runDir, 'trajectories');
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const out: TrajectorySummary[] = [];
+async function readStoredTrajectories(run: RunLayout): Promise<StoredTrajectory[]> {
+  const names = await fs.readdir(run.trajectoriesDir).catch(() => [] as string[]);
+  const out: StoredTrajectory[] = [];
   for (const name of names) {
-    const file = path.join(dir, name, 'summary.json');
+    const file = run.trajectorySummaryFile(name);
     const text = await fs.readFile(file, 'utf8').catch(() => undefined);
     if (!text) continue;
     try {
-      const s = JSON.parse(text) as Partial<TrajectorySummary>;
+      const s = JSON.parse(text) as TrajectorySummary;
       const writtenUs = await fs.stat(file).then((st) => st.mtimeMs * 1000, () => undefined);
-      out.push({ trajectoryId: s.trajectoryId ?? name, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
+      out.push({ trajectoryId: s.trajectoryId, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
     } catch {
       // written atomically; a broken file is not ours to fix here
     }
@@ -212,21 +192,22 @@ export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, '
 }
 
 export async function loadRunData(dataDir: string, runId: string): Promise<RunData> {
-  const runDir = path.join(dataDir, 'runs', runId);
+  const run = runLayout(dataDir, runId);
+  const runDir = run.dir;
   await fs.access(runDir).catch(() => {
-    throw new Error(`no run ${runId} under ${path.join(dataDir, 'runs')}`);
+    throw new Error(`no run ${runId} under ${runsDir(dataDir)}`);
   });
-  let metrics: Partial<StepMetrics>[] = await readJsonLines<StepMetrics>(path.join(runDir, 'train', 'metrics.jsonl'), (m) => m.step);
-  let evaluations = await readJsonLines<EvalRecord>(path.join(runDir, 'train', 'eval.jsonl'), (e) => e.version);
+  let metrics: Partial<StepMetrics>[] = await readJsonLines<StepMetrics>(run.metricsFile, (m) => m.step);
+  let evaluations = await readJsonLines<EvalRecord>(run.evaluationsFile, (e) => e.version);
   if (metrics.length === 0) {
     // Only the learning curve survived (a copied run folder): its columns are a subset of the metrics.
-    const rows = parseCurveCsv(await fs.readFile(path.join(runDir, 'learning-curve.csv'), 'utf8').catch(() => ''));
+    const rows = parseCurveCsv(await fs.readFile(run.learningCurveFile, 'utf8').catch(() => ''));
     metrics = rows.filter((r) => r.step !== undefined) as Partial<StepMetrics>[];
     if (evaluations.length === 0) {
       evaluations = rows.filter((r) => r.heldOutSuccessRate !== undefined).map((r) => ({ version: r.version ?? 0, successRate: r.heldOutSuccessRate, elapsedS: r.elapsedS }));
     }
   }
-  const trajectories = await readTrajectorySummaries(runDir);
+  const trajectories = await readStoredTrajectories(run);
   let segments: TraceSegment[] = [];
   let traceFiles = 0;
   try {

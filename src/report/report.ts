@@ -12,6 +12,7 @@ import { chartScene, type BarChart, type ChartSpec, type LineChart, type LineSer
 import { loadRunData, unionLength, type RunData, type TrajectoryTiming } from './data';
 import { renderPng } from './raster';
 import { escapeXml, renderSvg } from './svg';
+import { runLayout } from '../store/runLayout';
 
 /** Mean per-trajectory times (ms) of some trajectories with trace timings. */
 export interface MeanTimes {
@@ -131,8 +132,7 @@ export function finishedTrajectories(data: RunData): FinishedTrajectory[] {
     const end = endOf(trajectoryId);
     if (end === undefined) return [];
     const s = summaryById.get(trajectoryId);
-    const solvedBy = s?.envReturn ?? s?.reward;
-    return [{ trajectoryId, finishS: Math.max(0, (end - origin) / 1e6), reward: s?.reward, solved: solvedBy === undefined ? undefined : solvedBy > 0, timing: timingById.get(trajectoryId) }];
+    return [{ trajectoryId, finishS: Math.max(0, (end - origin) / 1e6), reward: s?.reward, solved: s ? s.envReturn > 0 : undefined, timing: timingById.get(trajectoryId) }];
   });
 }
 
@@ -404,7 +404,7 @@ export function renderHtml(data: RunData, charts: ChartSpec[], utilization: Step
   const last = data.metrics[data.metrics.length - 1];
   const lastEval = data.evaluations[data.evaluations.length - 1];
   const statuses = new Map<string, number>();
-  for (const t of data.trajectories) statuses.set(t.status ?? 'unknown', (statuses.get(t.status ?? 'unknown') ?? 0) + 1);
+  for (const t of data.trajectories) statuses.set(t.status, (statuses.get(t.status) ?? 0) + 1);
   const summary: [string, string][] = [
     ['train steps', String(data.metrics.length)],
     ['elapsed', last?.elapsedS === undefined ? '' : `${last.elapsedS.toFixed(0)} s`],
@@ -455,7 +455,7 @@ export interface WrittenReport {
 
 export async function writeReport(dataDir: string, runId: string, outDir?: string, options: ReportOptions = {}): Promise<WrittenReport> {
   const data = await loadRunData(dataDir, runId);
-  const out = outDir ?? path.join(data.runDir, 'report');
+  const out = outDir ?? runLayout(dataDir, runId).reportDir;
   await fs.mkdir(out, { recursive: true });
   const utilization = stepUtilization(data);
   const charts = buildCharts(data, utilization);

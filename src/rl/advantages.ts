@@ -1,7 +1,7 @@
 /**
  * Group-relative advantages: every trajectory of a group answers the same prompt, so the group's
  * own rewards are the baseline (no value network). One advantage per trajectory, shared by all of
- * its tokens; optionally a step-level one per turn on top. Pure.
+ * its tokens; optionally a per-turn one on top. Pure.
  */
 
 export type AdvantageEstimator = 'grpo' | 'rloo' | 'drgrpo';
@@ -39,8 +39,8 @@ export function computeAdvantages(
   }
 }
 
-/** One trajectory of a group as step-level credit sees it. */
-export interface EpisodeSteps {
+/** One trajectory of a group as per-turn credit sees it. */
+export interface EpisodeTurns {
   /** What the model was shown at each turn (the anchor state's key), in turn order. */
   states: readonly string[];
   /** The episode's reward. */
@@ -61,7 +61,7 @@ export interface EpisodeSteps {
 }
 
 /**
- * Step-level advantages by anchor state (GiGPO, Feng et al. 2025): a group's trajectories play the
+ * Per-turn advantages by anchor state (GiGPO, Feng et al. 2025): a group's trajectories play the
  * same environment instance, so the same state recurs across (and within) them. Every visit of a
  * state gets a discounted return,
  *
@@ -76,8 +76,8 @@ export interface EpisodeSteps {
  * compared with the other moves made on the same cell. A state visited once has no comparison: 0.
  * Returns one advantage per turn, per episode.
  */
-export function stepAdvantages(episodes: readonly EpisodeSteps[], estimator: AdvantageEstimator, discount: number): number[][] {
-  if (!(discount > 0 && discount <= 1)) throw new Error(`stepAdvantages: discount must be in (0, 1], got ${discount}`);
+export function turnAdvantages(episodes: readonly EpisodeTurns[], estimator: AdvantageEstimator, discount: number): number[][] {
+  if (!(discount > 0 && discount <= 1)) throw new Error(`turnAdvantages: discount must be in (0, 1], got ${discount}`);
   const visits = new Map<string, { episode: number; turn: number; return: number }[]>();
   episodes.forEach(({ states, reward, outcomeReward = reward, turnPenalties = [] }, episode) => {
     states.forEach((state, turn) => {

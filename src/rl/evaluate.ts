@@ -20,7 +20,8 @@ export interface EvaluationOptions {
   envSeeds: readonly number[];
   temperature: number;
   maxTokens: number;
-  maxBatch?: number;
+  /** Episodes the engine decodes together. */
+  maxBatch: number;
 }
 
 export interface EvaluationResult {
@@ -45,7 +46,7 @@ export function evaluationSeeds(runSeed: number, episodes: number): number[] {
 }
 
 export async function evaluatePolicy(options: EvaluationOptions): Promise<EvaluationResult> {
-  const engine = await BatchingEngine.create({ weights: options.weights, maxBatch: options.maxBatch ?? 32 });
+  const engine = await BatchingEngine.create({ weights: options.weights, maxBatch: options.maxBatch });
   try {
     const outcomes = await Promise.all(options.envSeeds.map((seed) => playEpisode(engine, options, seed)));
     const episodes = outcomes.length;

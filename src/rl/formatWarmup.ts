@@ -9,7 +9,7 @@
  * turns follow a malformed answer and the agent's reply to it, so the policy also learns to get
  * back to the format. The loss mask is 1 on the well-formed answers only.
  */
-import type { AgentConfig, EnvConfig } from '../../config/schema';
+import { TrainerConfigSchema, type AgentConfig, type EnvConfig } from '../../config/schema';
 import type { NextTurn } from '../agents/agent';
 import { Episode } from '../agents/episode';
 import { createRng, type Rng } from '../core/random';
@@ -103,16 +103,13 @@ export interface FormatWarmupOptions extends WarmupSetup {
   steps: number;
   /** Episodes per supervised step (default 8). */
   batchSize?: number;
-  /**
-   * Adam's step size for the warm-up, independent of the RL one (default 1e-2: measured on the
-   * default model, 40 steps of 8 FrozenLake episodes then reach the loss floor of a uniform move).
-   */
+  /** Adam's step size for the warm-up (default: `trainer.formatWarmupLearningRate`'s). */
   learningRate?: number;
   seed: number;
 }
 
 /** `steps` supervised steps on fresh warm-up episodes; the loss of each. */
-export async function runFormatWarmup(trainer: PolicyTrainer, { steps, batchSize = 8, learningRate = 1e-2, seed, env, agent }: FormatWarmupOptions): Promise<{ losses: number[] }> {
+export async function runFormatWarmup(trainer: PolicyTrainer, { steps, batchSize = 8, learningRate = TrainerConfigSchema.parse({}).formatWarmupLearningRate, seed, env, agent }: FormatWarmupOptions): Promise<{ losses: number[] }> {
   if (!Number.isSafeInteger(steps) || steps < 0) throw new Error(`steps must be a non-negative integer, got ${steps}`);
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
   const losses: number[] = [];

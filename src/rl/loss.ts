@@ -24,15 +24,6 @@ export interface LossConfig {
   temperature: number;
 }
 
-export const DEFAULT_LOSS_CONFIG: Readonly<LossConfig> = {
-  epsilon: 0.2,
-  epsilonHigh: 0.28,
-  beta: 0,
-  kl: 'k3',
-  aggregation: 'token-mean',
-  temperature: 1,
-};
-
 /** Why `config` is not usable, or undefined. */
 export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation, temperature }: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;

@@ -9,6 +9,7 @@
  * the loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
  */
 import * as tf from '@tensorflow/tfjs-core';
+import { SamplingConfigSchema, TrainerConfigSchema, type TrainerConfig } from '../../config/schema';
 import './gradients';
 import { initBackend } from '../model/backend';
 import type { ModelConfig } from '../model/config';
@@ -18,7 +19,6 @@ import {
   aggregationShare,
   assertMaskedSequences,
   assertTrainingSamples,
-  DEFAULT_LOSS_CONFIG,
   lossConfigProblem,
   lossInputs,
   maskedLogprobs,
@@ -34,19 +34,38 @@ import { perfToUs, tracer } from '../trace/recorder';
 
 export type { MaskedSequence, TrainingSample } from './loss';
 
-export interface TrainerOptions {
+/** How the trainer updates the policy (meanings and defaults: `trainer` in config/schema.ts). */
+export interface TrainerSettings {
+  learningRate: number;
+  /** Gradients are rescaled so their global L2 norm is at most this. */
+  maxGradNorm: number;
+  adamEpsilon: number;
+  /** The batch is split into this many minibatches, one Adam step each. */
+  optimizerStepsPerBatch: number;
+  loss: LossConfig;
+}
+
+/** A run's trainer settings: its trainer config, scoring tokens at the sampling `temperature`. */
+export function trainerSettings(config: TrainerConfig, temperature: number): TrainerSettings {
+  return {
+    learningRate: config.learningRate,
+    maxGradNorm: config.maxGradNorm,
+    adamEpsilon: config.adamEpsilon,
+    optimizerStepsPerBatch: config.optimizerStepsPerBatch,
+    loss: { ...config.loss, temperature },
+  };
+}
+
+/** The settings of a config that sets nothing: the schema's defaults, which are written there alone. */
+const SCHEMA_DEFAULTS = trainerSettings(TrainerConfigSchema.parse({}), SamplingConfigSchema.parse({}).temperature);
+
+export interface TrainerOptions extends Partial<Omit<TrainerSettings, 'loss'>> {
   weights: ModelWeights;
   /** Adam state to resume from (a trainer checkpoint's); fresh (step 0, zero moments) if absent. */
   optimizer?: OptimizerState;
   /** Reference policy for the KL penalty; required when loss.beta > 0. */
   reference?: ModelWeights;
-  learningRate?: number;
-  /** Gradients are rescaled so their global L2 norm is at most this. */
-  maxGradNorm?: number;
-  /** Adam's epsilon (default 1e-8). */
-  adamEpsilon?: number;
-  /** The batch is split into this many minibatches, one Adam step each. */
-  optimizerStepsPerBatch?: number;
+  /** Settings left out take the config schema's defaults. */
   loss?: Partial<LossConfig>;
 }
 
@@ -100,7 +119,8 @@ export class PolicyTrainer {
     return new PolicyTrainer(options);
   }
 
-  private constructor({ weights, optimizer, reference, learningRate = 1e-3, maxGradNorm = 1, adamEpsilon = 1e-8, optimizerStepsPerBatch = 1, loss = {} }: TrainerOptions) {
+  private constructor({ weights, optimizer, reference, loss, ...settings }: TrainerOptions) {
+    const { learningRate, maxGradNorm, adamEpsilon, optimizerStepsPerBatch } = { ...SCHEMA_DEFAULTS, ...settings };
     const problem = weightsProblem(weights);
     if (problem) throw new Error(`invalid weights: ${problem}`);
     const positive = (name: string, value: number) => {
@@ -112,7 +132,7 @@ export class PolicyTrainer {
     if (!Number.isSafeInteger(optimizerStepsPerBatch) || optimizerStepsPerBatch < 1) {
       throw new Error(`optimizerStepsPerBatch must be a positive integer, got ${optimizerStepsPerBatch}`);
     }
-    this.lossConfig = { ...DEFAULT_LOSS_CONFIG, ...loss };
+    this.lossConfig = { ...SCHEMA_DEFAULTS.loss, ...loss };
     const lossIssue = lossConfigProblem(this.lossConfig);
     if (lossIssue) throw new Error(`invalid loss config: ${lossIssue}`);
     if (this.lossConfig.beta > 0) {

@@ -5,28 +5,23 @@
  * the same files through their own weight-update endpoints.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
-
-const FILE = /^v(\d{6,})\.ckpt$/;
+import { checkpointVersionOf, runLayout } from './runLayout';
 
 export class CheckpointStore {
   constructor(readonly root: string) {}
 
   dir(runId: string): string {
-    return path.join(this.root, 'runs', runId, 'checkpoints');
+    return runLayout(this.root, runId).checkpointsDir;
   }
 
   file(runId: string, version: number): string {
-    return path.join(this.dir(runId), `v${String(version).padStart(6, '0')}.ckpt`);
+    return runLayout(this.root, runId).checkpointFile(version);
   }
 
   /** The highest published version of a run, if any. */
   async latestVersion(runId: string): Promise<number | undefined> {
     const names = await fs.readdir(this.dir(runId)).catch(() => [] as string[]);
-    const versions = names.flatMap((name) => {
-      const match = FILE.exec(name);
-      return match ? [Number(match[1])] : [];
-    });
+    const versions = names.flatMap((name) => checkpointVersionOf(name) ?? []);
     return versions.length ? Math.max(...versions) : undefined;
   }
 }

@@ -2,25 +2,17 @@
  * The claim-check store: trajectory token records and summaries as JSON files under the data
  * directory, so nothing large travels through workflow history.
  *
- * Layout: <root>/runs/<runId>/trajectories/<trajectoryId>/turn-000003.json
- *                            /trajectories/<trajectoryId>/summary.json
- *                            /groups/<groupId>.json
+ * Files: a run's trajectories/<trajectoryId>/turn-NNNNNN.json and summary.json, and its
+ * groups/<groupId>.json (see runLayout.ts).
  *
  * Every write is atomic (temp file + rename or link), and turn records are write-once: a retried
  * activity finds the first attempt's record and returns it, so work is never done twice and a
  * record is never half-written.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import type { GroupSummary, TrajectorySummary, TurnRecord } from '../core/records';
 import { readJson, tempBeside, writeJsonAtomically } from './files';
-
-const SAFE_ID = /^[A-Za-z0-9_.-]+$/;
-
-function checkId(kind: string, id: string): string {
-  if (!SAFE_ID.test(id)) throw new Error(`${kind} id ${JSON.stringify(id)} may only hold letters, digits, _ . -`);
-  return id;
-}
+import { isTurnFileName, runLayout, type RunLayout } from './runLayout';
 
 /** Creates `file` atomically unless it exists; returns whichever content is now stored. */
 async function createJsonOnce<T>(file: string, value: T): Promise<T> {
@@ -40,33 +32,29 @@ async function createJsonOnce<T>(file: string, value: T): Promise<T> {
 export class TrajectoryStore {
   constructor(readonly root: string) {}
 
+  private run(runId: string): RunLayout {
+    return runLayout(this.root, runId);
+  }
+
   runDir(runId: string): string {
-    return path.join(this.root, 'runs', checkId('run', runId));
-  }
-
-  private trajectoryDir(runId: string, trajectoryId: string): string {
-    return path.join(this.runDir(runId), 'trajectories', checkId('trajectory', trajectoryId));
-  }
-
-  private turnFile(runId: string, trajectoryId: string, turn: number): string {
-    return path.join(this.trajectoryDir(runId, trajectoryId), `turn-${String(turn).padStart(6, '0')}.json`);
+    return this.run(runId).dir;
   }
 
   /** Stores a turn unless one is already stored for (trajectory, turn); returns the stored one. */
   putTurnOnce(runId: string, record: TurnRecord): Promise<TurnRecord> {
-    return createJsonOnce(this.turnFile(runId, record.trajectoryId, record.turn), record);
+    return createJsonOnce(this.run(runId).turnFile(record.trajectoryId, record.turn), record);
   }
 
   getTurn(runId: string, trajectoryId: string, turn: number): Promise<TurnRecord | undefined> {
-    return readJson<TurnRecord>(this.turnFile(runId, trajectoryId, turn));
+    return readJson<TurnRecord>(this.run(runId).turnFile(trajectoryId, turn));
   }
 
   /** Turns 0..turnCount-1; throws if one is missing (the store and the workflow disagree). */
   async getTurns(runId: string, trajectoryId: string, turnCount?: number): Promise<TurnRecord[]> {
     let count = turnCount;
     if (count === undefined) {
-      const names = await fs.readdir(this.trajectoryDir(runId, trajectoryId)).catch(() => [] as string[]);
-      count = names.filter((name) => /^turn-\d+\.json$/.test(name)).length;
+      const names = await fs.readdir(this.run(runId).trajectoryDir(trajectoryId)).catch(() => [] as string[]);
+      count = names.filter(isTurnFileName).length;
     }
     const turns: TurnRecord[] = [];
     for (let turn = 0; turn < count; turn++) {
@@ -78,23 +66,22 @@ export class TrajectoryStore {
   }
 
   putTrajectory(summary: TrajectorySummary): Promise<void> {
-    return writeJsonAtomically(path.join(this.trajectoryDir(summary.runId, summary.trajectoryId), 'summary.json'), summary);
+    return writeJsonAtomically(this.run(summary.runId).trajectorySummaryFile(summary.trajectoryId), summary);
   }
 
   getTrajectory(runId: string, trajectoryId: string): Promise<TrajectorySummary | undefined> {
-    return readJson(path.join(this.trajectoryDir(runId, trajectoryId), 'summary.json'));
+    return readJson(this.run(runId).trajectorySummaryFile(trajectoryId));
   }
 
   async listTrajectories(runId: string): Promise<string[]> {
-    const dir = path.join(this.runDir(runId), 'trajectories');
-    return (await fs.readdir(dir).catch(() => [] as string[])).sort();
+    return (await fs.readdir(this.run(runId).trajectoriesDir).catch(() => [] as string[])).sort();
   }
 
   putGroup(summary: GroupSummary): Promise<void> {
-    return writeJsonAtomically(path.join(this.runDir(summary.runId), 'groups', `${checkId('group', summary.groupId)}.json`), summary);
+    return writeJsonAtomically(this.run(summary.runId).groupFile(summary.groupId), summary);
   }
 
   getGroup(runId: string, groupId: string): Promise<GroupSummary | undefined> {
-    return readJson(path.join(this.runDir(runId), 'groups', `${checkId('group', groupId)}.json`));
+    return readJson(this.run(runId).groupFile(groupId));
   }
 }

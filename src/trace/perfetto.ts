@@ -21,6 +21,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { finished } from 'node:stream/promises';
 import { isTrajectoryId } from '../core/ids';
+import { runLayout } from '../store/runLayout';
 import { ROLE_TITLES, TRACE_ROLES } from './names';
 import type { Attrs, TraceEvent } from './recorder';
 
@@ -89,8 +90,9 @@ export interface ExportSummary {
   endUs: number;
 }
 
+/** A run's trace folder (the CLI's import; new code asks `runLayout` directly). */
 export function traceDir(dataDir: string, runId: string): string {
-  return path.join(dataDir, 'runs', runId, 'trace');
+  return runLayout(dataDir, runId).traceDir;
 }
 
 function isHeader(value: unknown): value is TraceFileHeader {
@@ -138,7 +140,7 @@ export async function readTraceFile(file: string): Promise<{ segments: TraceSegm
 
 /** Every trace file of a run. */
 export async function readRunTrace(dataDir: string, runId: string): Promise<{ files: string[]; segments: TraceSegment[]; unreadableLines: number }> {
-  const dir = traceDir(dataDir, runId);
+  const dir = runLayout(dataDir, runId).traceDir;
   let names: string[];
   try {
     names = (await fs.readdir(dir)).filter((name) => name.endsWith('.jsonl')).sort();
@@ -200,31 +202,50 @@ interface SpanRecord {
   depth: number;
 }
 
+interface CounterRecord {
+  event: Extract<TraceEvent, { ph: 'C' }>;
+  group: Group;
+}
 
-/** Merges parsed trace segments into one Chrome trace. */
-export function buildChromeTrace(run: string, segments: readonly TraceSegment[], options: ExportOptions = {}): { trace: ChromeTrace; summary: ExportSummary } {
-  const groups = new Map<string, Group>();
-  const groupOf = (role: string, host: string, pid: number, stamp: string, derived = false): Group => {
+interface InstantRecord {
+  event: Extract<TraceEvent, { ph: 'i' }>;
+  group: Group;
+  parentKey?: string;
+}
+
+/** Every event of the run, each with its track group. */
+interface Collected {
+  spans: SpanRecord[];
+  counters: CounterRecord[];
+  instants: InstantRecord[];
+}
+
+/** The track groups met so far, one per role of each process. */
+class TrackGroups {
+  private readonly groups = new Map<string, Group>();
+
+  of(role: string, host: string, pid: number, stamp: string, derived = false): Group {
     const key = `${host}\0${pid}\0${stamp}\0${role}`;
-    let group = groups.get(key);
+    let group = this.groups.get(key);
     if (!group) {
       group = { key, role, host, pid, derived, chromePid: 0, firstTs: Infinity, lanes: [], spans: 0, counters: 0 };
-      groups.set(key, group);
+      this.groups.set(key, group);
     }
     return group;
-  };
+  }
+}
 
-  const spans: SpanRecord[] = [];
-  const counters: { event: Extract<TraceEvent, { ph: 'C' }>; group: Group }[] = [];
-  const instants: { event: Extract<TraceEvent, { ph: 'i' }>; group: Group; parentKey?: string }[] = [];
+/** Sorts the segments' events into spans, counters and instants; spans and instants keep their parent's key. */
+function collectEvents(segments: readonly TraceSegment[], groups: TrackGroups): Collected & { firstTs: number } {
+  const collected: Collected = { spans: [], counters: [], instants: [] };
   let firstTs = Infinity;
   for (const { header, events } of segments) {
-    const group = groupOf(header.role, header.host, header.pid, header.stamp);
+    const group = groups.of(header.role, header.host, header.pid, header.stamp);
     const proc = `${header.host}\0${header.pid}\0${header.stamp}`;
     for (const event of events) {
       firstTs = Math.min(firstTs, event.ts);
       if (event.ph === 'X') {
-        spans.push({
+        collected.spans.push({
           event,
           group,
           ...(event.id !== undefined ? { key: `${proc}\0${event.id}` } : {}),
@@ -232,101 +253,118 @@ export function buildChromeTrace(run: string, segments: readonly TraceSegment[],
           depth: 0,
         });
       } else if (event.ph === 'C') {
-        counters.push({ event, group });
+        collected.counters.push({ event, group });
       } else {
-        instants.push({ event, group, ...(event.p !== undefined ? { parentKey: `${proc}\0${event.p}` } : {}) });
+        collected.instants.push({ event, group, ...(event.p !== undefined ? { parentKey: `${proc}\0${event.p}` } : {}) });
       }
     }
   }
+  return { ...collected, firstTs };
+}
 
-  // Derived trajectory spans, only when no workflow worker recorded any.
-  let derivedTrajectories = 0;
-  if (!spans.some((s) => s.event.cat === 'trajectory')) {
-    const byTrajectory = new Map<string, { start: number; end: number }>();
-    for (const { event } of spans) {
-      const wf = event.args?.wf;
-      if (event.cat !== 'activity' || typeof wf !== 'string' || !isTrajectoryId(wf)) continue;
-      const seen = byTrajectory.get(wf);
-      const end = event.ts + event.dur;
-      if (seen) {
-        seen.start = Math.min(seen.start, event.ts);
-        seen.end = Math.max(seen.end, end);
-      } else {
-        byTrajectory.set(wf, { start: event.ts, end });
-      }
-    }
-    if (byTrajectory.size > 0) {
-      const group = groupOf('workflows', 'derived', 0, '', true);
-      for (const [wf, { start, end }] of byTrajectory) {
-        spans.push({ event: { ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: end - start, args: { wf, derived: true } }, group, depth: 0 });
-        derivedTrajectories++;
-      }
+/**
+ * Trajectory spans from each trajectory's first to last activity, only when no workflow worker
+ * recorded any; added to `spans`. Returns how many.
+ */
+function deriveTrajectorySpans(spans: SpanRecord[], groups: TrackGroups): number {
+  if (spans.some((s) => s.event.cat === 'trajectory')) return 0;
+  const byTrajectory = new Map<string, { start: number; end: number }>();
+  for (const { event } of spans) {
+    const wf = event.args?.wf;
+    if (event.cat !== 'activity' || typeof wf !== 'string' || !isTrajectoryId(wf)) continue;
+    const seen = byTrajectory.get(wf);
+    const end = event.ts + event.dur;
+    if (seen) {
+      seen.start = Math.min(seen.start, event.ts);
+      seen.end = Math.max(seen.end, end);
+    } else {
+      byTrajectory.set(wf, { start: event.ts, end });
     }
   }
-  if (!counters.some((c) => c.event.name === 'rollout')) {
-    const trajectories = spans.filter((s) => s.event.cat === 'trajectory');
-    if (trajectories.length > 0) {
-      const group = trajectories[0].group;
-      const steps: [number, number][] = [];
-      for (const { event } of trajectories) steps.push([event.ts, 1], [event.ts + event.dur, -1]);
-      // Ends before starts at the same instant: a slot handed straight on is not counted twice.
-      steps.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-      let inFlight = 0;
-      for (const [ts, delta] of steps) {
-        inFlight += delta;
-        counters.push({ event: { ph: 'C', name: 'rollout (derived from trajectory spans)', ts, args: { in_flight: inFlight } }, group });
-      }
-    }
+  if (byTrajectory.size === 0) return 0;
+  const group = groups.of('workflows', 'derived', 0, '', true);
+  for (const [wf, { start, end }] of byTrajectory) {
+    spans.push({ event: { ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: end - start, args: { wf, derived: true } }, group, depth: 0 });
   }
+  return byTrajectory.size;
+}
 
-  // Time window.
-  const t0 = Number.isFinite(firstTs) ? firstTs : 0;
-  const from = options.fromS !== undefined ? t0 + options.fromS * 1e6 : -Infinity;
-  const to = options.toS !== undefined ? t0 + options.toS * 1e6 : Infinity;
-  const keptSpans = spans.filter(({ event }) => event.ts <= to && event.ts + event.dur >= from);
-  const keptInstants = instants.filter(({ event }) => event.ts >= from && event.ts <= to);
+/** With no controller counters, the trajectories in flight counted from the trajectory spans. */
+function deriveInFlightCounter({ spans, counters }: Collected): void {
+  if (counters.some((c) => c.event.name === 'rollout')) return;
+  const trajectories = spans.filter((s) => s.event.cat === 'trajectory');
+  if (trajectories.length === 0) return;
+  const group = trajectories[0].group;
+  const steps: [number, number][] = [];
+  for (const { event } of trajectories) steps.push([event.ts, 1], [event.ts + event.dur, -1]);
+  // Ends before starts at the same instant: a slot handed straight on is not counted twice.
+  steps.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let inFlight = 0;
+  for (const [ts, delta] of steps) {
+    inFlight += delta;
+    counters.push({ event: { ph: 'C', name: 'rollout (derived from trajectory spans)', ts, args: { in_flight: inFlight } }, group });
+  }
+}
+
+/** What overlaps the window [from, to] (epoch µs). */
+function keepWindow({ spans, counters, instants }: Collected, from: number, to: number): Collected {
+  const kept: Collected = {
+    spans: spans.filter(({ event }) => event.ts <= to && event.ts + event.dur >= from),
+    counters: [],
+    instants: instants.filter(({ event }) => event.ts >= from && event.ts <= to),
+  };
   // A counter keeps its last value from before the window, moved to the window's start.
-  const keptCounters: typeof counters = [];
-  const before = new Map<string, (typeof counters)[number]>();
+  const before = new Map<string, CounterRecord>();
   for (const c of counters) {
     if (c.event.ts > to) continue;
-    if (c.event.ts >= from) keptCounters.push(c);
+    if (c.event.ts >= from) kept.counters.push(c);
     else {
       const key = `${c.group.key}\0${c.event.name}`;
       const last = before.get(key);
       if (!last || last.event.ts <= c.event.ts) before.set(key, c);
     }
   }
-  for (const c of before.values()) keptCounters.push({ event: { ...c.event, ts: from }, group: c.group });
+  for (const c of before.values()) kept.counters.push({ event: { ...c.event, ts: from }, group: c.group });
+  return kept;
+}
 
-  // Track group numbering: roles in pipeline order, then by first activity.
-  for (const { event, group } of [...keptSpans, ...keptCounters, ...keptInstants]) group.firstTs = Math.min(group.firstTs, event.ts);
-  const usedGroups = [...new Set([...keptSpans, ...keptCounters, ...keptInstants].map((x) => x.group))];
-  usedGroups.sort((a, b) => roleRank(a.role) - roleRank(b.role) || Number(a.derived) - Number(b.derived) || a.firstTs - b.firstTs || a.key.localeCompare(b.key));
-  usedGroups.forEach((group, i) => (group.chromePid = i + 1));
+/** The track groups with events, numbered (Chrome pid): roles in pipeline order, then by first activity. */
+function numberGroups({ spans, counters, instants }: Collected): Group[] {
+  for (const { event, group } of [...spans, ...counters, ...instants]) group.firstTs = Math.min(group.firstTs, event.ts);
+  const used = [...new Set([...spans, ...counters, ...instants].map((x) => x.group))];
+  used.sort((a, b) => roleRank(a.role) - roleRank(b.role) || Number(a.derived) - Number(b.derived) || a.firstTs - b.firstTs || a.key.localeCompare(b.key));
+  used.forEach((group, i) => (group.chromePid = i + 1));
+  return used;
+}
 
-  // Depth of each span (parents first when they start together).
+/** Sets each span's depth and sorts the spans by start (parents first when they start together). */
+function orderByStartAndDepth(spans: SpanRecord[]): void {
   const byKey = new Map<string, SpanRecord>();
-  for (const span of keptSpans) if (span.key) byKey.set(span.key, span);
+  for (const span of spans) if (span.key) byKey.set(span.key, span);
   const depthOf = (span: SpanRecord, guard = 0): number => {
     if (!span.parentKey || guard > 64) return 0;
     const parent = byKey.get(span.parentKey);
     return parent ? 1 + depthOf(parent, guard + 1) : 0;
   };
-  for (const span of keptSpans) span.depth = depthOf(span);
-  keptSpans.sort((a, b) => a.event.ts - b.event.ts || b.event.dur - a.event.dur || a.depth - b.depth);
+  for (const span of spans) span.depth = depthOf(span);
+  spans.sort((a, b) => a.event.ts - b.event.ts || b.event.dur - a.event.dur || a.depth - b.depth);
+}
 
-  // Lane packing.
-  const laneOfSpan = new Map<string, Lane>();
-  const tidOf = new Map<SpanRecord, Lane>();
+/**
+ * Puts each span (in start order) on a lane of its group: its parent's lane if it fits inside the
+ * spans open there, else the first free lane of its lane group, else a new one.
+ */
+function packLanes(spans: readonly SpanRecord[]): { laneOfSpan: Map<SpanRecord, Lane>; laneByKey: Map<string, Lane> } {
+  const laneByKey = new Map<string, Lane>();
+  const laneOfSpan = new Map<SpanRecord, Lane>();
   const freeAfterPop = (lane: Lane, ts: number) => {
     while (lane.stack.length > 0 && lane.stack[lane.stack.length - 1] <= ts) lane.stack.pop();
   };
-  for (const span of keptSpans) {
+  for (const span of spans) {
     const { event, group } = span;
     const end = event.ts + event.dur;
     let lane: Lane | undefined;
-    const parentLane = span.parentKey ? laneOfSpan.get(span.parentKey) : undefined;
+    const parentLane = span.parentKey ? laneByKey.get(span.parentKey) : undefined;
     if (parentLane) {
       freeAfterPop(parentLane, event.ts);
       const top = parentLane.stack[parentLane.stack.length - 1];
@@ -348,21 +386,23 @@ export function buildChromeTrace(run: string, segments: readonly TraceSegment[],
       group.lanes.push(lane);
     }
     lane.stack.push(end);
-    tidOf.set(span, lane);
-    if (span.key) laneOfSpan.set(span.key, lane);
+    laneOfSpan.set(span, lane);
+    if (span.key) laneByKey.set(span.key, lane);
     group.spans++;
   }
-  for (const { group } of keptCounters) group.counters++;
+  return { laneOfSpan, laneByKey };
+}
 
-  // Metadata: names and order of track groups and lanes.
-  const traceEvents: ChromeEvent[] = [];
+/** Metadata events: the names and order of track groups and their lanes; and each group's summary. */
+function metadataEvents(run: string, groups: readonly Group[]): { events: ChromeEvent[]; summaries: TrackGroupSummary[] } {
+  const events: ChromeEvent[] = [];
   const summaries: TrackGroupSummary[] = [];
-  for (const group of usedGroups) {
+  for (const group of groups) {
     const title = ROLE_TITLES[group.role] ?? group.role;
     const name = group.derived ? `${title} (derived from activity spans)` : `${title} (${group.host} pid ${group.pid})`;
-    traceEvents.push({ ph: 'M', name: 'process_name', pid: group.chromePid, tid: 0, args: { name } });
-    traceEvents.push({ ph: 'M', name: 'process_sort_index', pid: group.chromePid, tid: 0, args: { sort_index: group.chromePid } });
-    traceEvents.push({ ph: 'M', name: 'process_labels', pid: group.chromePid, tid: 0, args: { labels: `run ${run}, role ${group.role}` } });
+    events.push({ ph: 'M', name: 'process_name', pid: group.chromePid, tid: 0, args: { name } });
+    events.push({ ph: 'M', name: 'process_sort_index', pid: group.chromePid, tid: 0, args: { sort_index: group.chromePid } });
+    events.push({ ph: 'M', name: 'process_labels', pid: group.chromePid, tid: 0, args: { labels: `run ${run}, role ${group.role}` } });
     const perCat = new Map<string, Lane[]>();
     for (const lane of group.lanes) perCat.set(lane.cat, [...(perCat.get(lane.cat) ?? []), lane]);
     const cats = [...perCat.keys()].sort((a, b) => laneRank(a) - laneRank(b) || a.localeCompare(b));
@@ -371,54 +411,79 @@ export function buildChromeTrace(run: string, segments: readonly TraceSegment[],
       const lanes = perCat.get(cat)!;
       lanes.forEach((lane, i) => {
         const laneName = lanes.length === 1 ? cat : `${cat} ${i + 1}`;
-        traceEvents.push({ ph: 'M', name: 'thread_name', pid: group.chromePid, tid: lane.tid, args: { name: laneName } });
-        traceEvents.push({ ph: 'M', name: 'thread_sort_index', pid: group.chromePid, tid: lane.tid, args: { sort_index: sortIndex++ } });
+        events.push({ ph: 'M', name: 'thread_name', pid: group.chromePid, tid: lane.tid, args: { name: laneName } });
+        events.push({ ph: 'M', name: 'thread_sort_index', pid: group.chromePid, tid: lane.tid, args: { sort_index: sortIndex++ } });
       });
     }
     summaries.push({ pid: group.chromePid, name, role: group.role, lanes: group.lanes.length, spans: group.spans, counters: group.counters });
   }
+  return { events, summaries };
+}
 
+/** The spans, counters and instants as Chrome events in time order, and the time they cover. */
+function timedEvents({ spans, counters, instants }: Collected, lanes: ReturnType<typeof packLanes>): { events: ChromeEvent[]; startUs: number; endUs: number } {
   let startUs = Infinity;
   let endUs = -Infinity;
-  const timed: ChromeEvent[] = [];
-  for (const span of keptSpans) {
+  const cover = (from: number, to: number) => {
+    startUs = Math.min(startUs, from);
+    endUs = Math.max(endUs, to);
+  };
+  const events: ChromeEvent[] = [];
+  for (const span of spans) {
     const { event, group } = span;
-    const out: ChromeEvent = { ph: 'X', name: event.name, cat: event.cat, pid: group.chromePid, tid: tidOf.get(span)!.tid, ts: event.ts, dur: event.dur };
+    const out: ChromeEvent = { ph: 'X', name: event.name, cat: event.cat, pid: group.chromePid, tid: lanes.laneOfSpan.get(span)!.tid, ts: event.ts, dur: event.dur };
     if (event.args) out.args = cleanArgs(event.args);
-    timed.push(out);
-    startUs = Math.min(startUs, event.ts);
-    endUs = Math.max(endUs, event.ts + event.dur);
+    events.push(out);
+    cover(event.ts, event.ts + event.dur);
   }
-  for (const { event, group } of keptCounters) {
-    timed.push({ ph: 'C', name: event.name, pid: group.chromePid, tid: 0, ts: event.ts, args: event.args });
-    startUs = Math.min(startUs, event.ts);
-    endUs = Math.max(endUs, event.ts);
+  for (const { event, group } of counters) {
+    events.push({ ph: 'C', name: event.name, pid: group.chromePid, tid: 0, ts: event.ts, args: event.args });
+    cover(event.ts, event.ts);
   }
-  for (const { event, group, parentKey } of keptInstants) {
-    const lane = parentKey ? laneOfSpan.get(parentKey) : undefined;
+  for (const { event, group, parentKey } of instants) {
+    const lane = parentKey ? lanes.laneByKey.get(parentKey) : undefined;
     const out: ChromeEvent = { ph: 'i', name: event.name, cat: event.cat, pid: group.chromePid, tid: lane?.tid ?? 0, ts: event.ts, s: lane ? 't' : 'p' };
     if (event.args) out.args = cleanArgs(event.args);
-    timed.push(out);
-    startUs = Math.min(startUs, event.ts);
-    endUs = Math.max(endUs, event.ts);
+    events.push(out);
+    cover(event.ts, event.ts);
   }
-  timed.sort((a, b) => a.ts! - b.ts!);
-  traceEvents.push(...timed);
+  events.sort((a, b) => a.ts! - b.ts!);
+  return { events, startUs: Number.isFinite(startUs) ? startUs : 0, endUs: Number.isFinite(endUs) ? endUs : 0 };
+}
+
+/** Merges parsed trace segments into one Chrome trace. */
+export function buildChromeTrace(run: string, segments: readonly TraceSegment[], options: ExportOptions = {}): { trace: ChromeTrace; summary: ExportSummary } {
+  const groups = new TrackGroups();
+  const { firstTs, ...collected } = collectEvents(segments, groups);
+  const derivedTrajectories = deriveTrajectorySpans(collected.spans, groups);
+  deriveInFlightCounter(collected);
+
+  const t0 = Number.isFinite(firstTs) ? firstTs : 0;
+  const from = options.fromS !== undefined ? t0 + options.fromS * 1e6 : -Infinity;
+  const to = options.toS !== undefined ? t0 + options.toS * 1e6 : Infinity;
+  const kept = keepWindow(collected, from, to);
+
+  const usedGroups = numberGroups(kept);
+  orderByStartAndDepth(kept.spans);
+  const lanes = packLanes(kept.spans);
+  for (const { group } of kept.counters) group.counters++;
+  const metadata = metadataEvents(run, usedGroups);
+  const timed = timedEvents(kept, lanes);
 
   const summary: ExportSummary = {
     run,
     files: new Set(segments.map((s) => s.file)).size,
     unreadableLines: 0,
-    spans: keptSpans.length,
-    counters: keptCounters.length,
-    instants: keptInstants.length,
+    spans: kept.spans.length,
+    counters: kept.counters.length,
+    instants: kept.instants.length,
     derivedTrajectories,
-    groups: summaries,
-    startUs: Number.isFinite(startUs) ? startUs : 0,
-    endUs: Number.isFinite(endUs) ? endUs : 0,
+    groups: metadata.summaries,
+    startUs: timed.startUs,
+    endUs: timed.endUs,
   };
   const trace: ChromeTrace = {
-    traceEvents,
+    traceEvents: [...metadata.events, ...timed.events],
     displayTimeUnit: 'ms',
     otherData: { trajflowRun: run, clock: 'wall-clock epoch microseconds, merged across processes', derivedTrajectories },
   };

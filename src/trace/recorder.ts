@@ -24,6 +24,7 @@ import { appendFileSync, mkdirSync, promises as fs, unlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
+import { runLayout } from '../store/runLayout';
 
 export type AttrValue = string | number | boolean | undefined;
 export type Attrs = Record<string, AttrValue>;
@@ -547,7 +548,7 @@ export class Recorder {
     let writer = this.writers.get(key);
     if (!writer) {
       const { host, pid, stamp } = this.process;
-      const dir = path.join(scope.dataDir, 'runs', scope.run, 'trace');
+      const dir = runLayout(scope.dataDir, scope.run).traceDir;
       const header = { trajflowTrace: TRACE_FORMAT, role: scope.role, run: scope.run, host, pid, stamp, clock: 'epoch-us' };
       writer = new RollingFile(dir, `${safeName(scope.role)}-${safeName(host)}-${pid}-${stamp}`, header, () => this.opts);
       this.writers.set(key, writer);
@@ -574,7 +575,14 @@ export class Recorder {
     this.buffer = [];
     const byWriter = new Map<RollingFile, string[]>();
     for (const [scope, lines] of byScope) {
-      const writer = this.writerFor(scope as Required<TraceScope>);
+      let writer: RollingFile;
+      try {
+        writer = this.writerFor(scope as Required<TraceScope>);
+      } catch (err) {
+        // A run id that cannot name a folder: its events are lost, as a failed write's would be.
+        this.reportWriteError(err);
+        continue;
+      }
       const existing = byWriter.get(writer);
       if (existing) for (const line of lines) existing.push(line);
       else byWriter.set(writer, lines);

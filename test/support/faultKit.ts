@@ -7,6 +7,7 @@ import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { trajectoryIdOf } from '../../src/core/ids';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
+import { isTurnFileName, runLayout } from '../../src/store/runLayout';
 
 export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../src/cli/workerProcess';
 
@@ -79,9 +80,10 @@ export async function auditRun(store: TrajectoryStore, runId: string, groupIds: 
       continue;
     }
     if (summary.status === 'failed') problems.push(`${id}: failed (${summary.reason})`);
-    const dir = path.join(store.runDir(runId), 'trajectories', id);
-    const turnFiles = (await fs.readdir(dir)).filter((name) => /^turn-\d+\.json$/.test(name)).sort();
-    const contiguous = Array.from({ length: summary.turns }, (_, t) => `turn-${String(t).padStart(6, '0')}.json`);
+    const run = runLayout(store.root, runId);
+    const dir = run.trajectoryDir(id);
+    const turnFiles = (await fs.readdir(dir)).filter(isTurnFileName).sort();
+    const contiguous = Array.from({ length: summary.turns }, (_, t) => path.basename(run.turnFile(id, t)));
     if (JSON.stringify(turnFiles) !== JSON.stringify(contiguous)) problems.push(`${id}: turn files ${turnFiles.join(',')} != 0..${summary.turns - 1}`);
     for (const [t, name] of turnFiles.entries()) {
       const turn = JSON.parse(await fs.readFile(path.join(dir, name), 'utf8'));
