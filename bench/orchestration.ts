@@ -11,7 +11,7 @@ import { parseRunConfig } from '../config/load';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
 import { compatibilityOf } from '../src/core/compatibility';
 import { createLogger } from '../src/log';

@@ -8,7 +8,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import { readLearningCurve, runTraining } from '../src/cli/runTraining';
+import { readLearningCurve, runTraining } from '../client/runTraining';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrainStepOutput } from '../activities/trainer';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { trajectoryIdOf } from '../../src/core/ids';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
 
-export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../src/cli/workerProcess';
+export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../client/workerProcess';
 
 // Worker processes load the suite's prebuilt workflow bundle instead of bundling again (same code,
 // a much faster start on 2 cores).

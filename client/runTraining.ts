@@ -6,14 +6,14 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { RunConfig } from '../../config/schema';
-import { describeEnvironment } from '../plugins/registry';
-import type { Logger } from '../log';
-import type { StepMetrics } from '../rl/stepMetrics';
-import type { EvaluationRecord } from '../../activities/trainer';
-import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
-import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../../workflows/training';
-import { createProgress, pollEvery } from './progress';
+import type { RunConfig } from '../config/schema';
+import { describeEnvironment } from '../src/plugins/registry';
+import type { Logger } from '../src/log';
+import type { StepMetrics } from '../src/rl/stepMetrics';
+import type { EvaluationRecord } from '../activities/trainer';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { trainingStatusQuery, trainingWorkflow, TrainingResult } from '../workflows/training';
+import { createProgress, pollEvery } from '../cli/progress';
 import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 import { spawnLoggedWorker, type LoggedWorker } from './workerProcess';
 

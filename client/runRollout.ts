@@ -5,16 +5,16 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { RunConfig } from '../../config/schema';
-import { describeEnvironment } from '../plugins/registry';
-import { engineBusyFraction, readEngineSnapshots } from '../inference/statsReporter';
-import type { Logger } from '../log';
-import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
-import { rolloutWorkflow } from '../../workflows/rollout';
-import { rolloutStatusQuery } from '../../workflows/signals';
-import type { RolloutInput } from '../../workflows/types';
-import { taskQueuesFor } from '../../workers/taskQueues';
-import { createProgress, pollEvery } from './progress';
+import type { RunConfig } from '../config/schema';
+import { describeEnvironment } from '../src/plugins/registry';
+import { engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
+import type { Logger } from '../src/log';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { rolloutWorkflow } from '../workflows/rollout';
+import { rolloutStatusQuery } from '../workflows/signals';
+import type { RolloutInput } from '../workflows/types';
+import { taskQueuesFor } from '../workers/taskQueues';
+import { createProgress, pollEvery } from '../cli/progress';
 import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
 
 export interface RunSummary {

@@ -5,17 +5,17 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, loadRunConfig } from '../../config/load';
-import { rolloutStatusQuery } from '../../workflows/signals';
-import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../../workflows/training';
-import { parseRoles, ROLES, startWorkers } from '../../workers/start';
-import { createLogger } from '../log';
-import { ensureTemporalBinary } from '../temporal/binary';
-import { runningDevServer, startDevServer, stopDevServer } from '../temporal/devServer';
-import { formatSummary, runRollout } from './runRollout';
-import { formatCurve, runTraining } from './runTraining';
-import { exportRunTrace, traceDir } from '../trace/perfetto';
-import { writeReport } from '../report/report';
+import { ConfigError, loadRunConfig } from '../config/load';
+import { rolloutStatusQuery } from '../workflows/signals';
+import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
+import { parseRoles, ROLES, startWorkers } from '../workers/start';
+import { createLogger } from '../src/log';
+import { ensureTemporalBinary } from '../src/temporal/binary';
+import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
+import { formatSummary, runRollout } from '../client/runRollout';
+import { formatCurve, runTraining } from '../client/runTraining';
+import { exportRunTrace, traceDir } from '../src/trace/perfetto';
+import { writeReport } from '../src/report/report';
 
 const logger = createLogger('trajflow');
 

@@ -5,7 +5,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../paths';
+import { PROJECT_ROOT } from '../src/paths';
 
 const CLI = path.join(PROJECT_ROOT, 'bin', 'trajflow.js');
 

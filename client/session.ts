@@ -5,15 +5,15 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import type { RunConfig } from '../../config/schema';
-import type { Logger } from '../log';
-import { compatibilityOf } from '../core/compatibility';
-import { buildId } from '../paths';
-import { describeEnvironment } from '../plugins/registry';
-import { startDevServer } from '../temporal/devServer';
-import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../../workers/start';
-import { taskQueuesFor } from '../../workers/taskQueues';
-import type { EpisodeSpec } from '../../workflows/types';
+import type { RunConfig } from '../config/schema';
+import type { Logger } from '../src/log';
+import { compatibilityOf } from '../src/core/compatibility';
+import { buildId } from '../src/paths';
+import { describeEnvironment } from '../src/plugins/registry';
+import { startDevServer } from '../src/temporal/devServer';
+import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
+import { taskQueuesFor } from '../workers/taskQueues';
+import type { EpisodeSpec } from '../workflows/types';
 
 export function defaultRunId(config: RunConfig, now = new Date()): string {
   return `${config.run.name}-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`;
