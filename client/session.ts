@@ -40,17 +40,41 @@ function portOf(address: string): number {
 }
 
 /**
- * Ctrl-C / SIGTERM end the CLI (after `cleanup`) instead of leaving it waiting on a run whose
- * local workers just shut down; the run itself stays in Temporal and goes on when workers return.
+ * Why `runRollout` or `runTraining` returned early: its `signal` aborted. The run itself stays in
+ * Temporal and goes on when workers poll again.
  */
-export function exitOnInterrupt(logger: Logger, cleanup: () => void = () => undefined): void {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      cleanup();
-      logger.warn({ signal }, 'interrupted; the run stays in Temporal and resumes when workers poll again');
-      process.exit(130);
-    });
+export class RunInterrupted extends Error {
+  constructor(readonly runId: string) {
+    super(`stopped following run ${runId}; it stays in Temporal and resumes when workers poll again`);
+    this.name = 'RunInterrupted';
   }
+}
+
+/** Calls `fn` with `client`'s calls cancelled once `signal` aborts, then rejects with RunInterrupted. */
+export async function unlessInterrupted<T>(runId: string, client: Client, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
+  if (!signal) return fn();
+  if (signal.aborted) throw new RunInterrupted(runId);
+  try {
+    return await client.withAbortSignal(signal, fn);
+  } catch (err) {
+    throw signal.aborted ? new RunInterrupted(runId) : err;
+  }
+}
+
+/** How `runRollout` and `runTraining` start and follow a run. */
+export interface RunOptions<Status> {
+  /** Workflow id of the run; by default `<run.name>-<UTC timestamp>`. */
+  runId?: string;
+  /** Also start the dev server (if needed) and the workers, so the run needs nothing else. */
+  local: boolean;
+  logger: Logger;
+  /** Called with the workflow's progress about once a second (best effort: a missed query skips a call). */
+  onStatus?: (status: Status) => void;
+  /**
+   * Aborting it stops following the run: the workers this call started stop (in-flight activities
+   * finish or hand back within a bounded grace period) and the call rejects with RunInterrupted.
+   */
+  signal?: AbortSignal;
 }
 
 export interface Session {
@@ -59,7 +83,11 @@ export interface Session {
   client: Client;
   /** The in-process rollout workers of a --local session. */
   workers?: RunningWorkers;
-  close(): Promise<void>;
+  /**
+   * Closes the connection and shuts the in-process workers down (in-flight activities finish or
+   * hand back); with `graceMs`, waits at most that long for them (the caller is about to exit).
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export async function openSession(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<Session> {
@@ -79,9 +107,13 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
     runDir,
     client: new Client({ connection, namespace: config.temporal.namespace }),
     workers,
-    async close() {
+    async close(graceMs) {
       await connection.close();
-      await workers?.shutdown();
+      const shutdown = workers?.shutdown();
+      if (graceMs === undefined) return shutdown;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([shutdown, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
     },
   };
 }

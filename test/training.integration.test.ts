@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import { readEvaluations, readLearningCurve } from '../client/runTraining';
+import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupReadySignal } from '../workflows/signals';
