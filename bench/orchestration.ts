@@ -11,7 +11,7 @@ import { parseRunConfig } from '../config/load';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
 import { compatibilityOf } from '../src/core/compatibility';
 import { createLogger } from '../src/log';
@@ -20,7 +20,7 @@ import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { envSeedOf } from '../workflows/rollout';
-import { groupIdOf, trajectoryIdOf } from '../src/core/ids';
+import { groupIdOf, sessionIdOf, trajectoryIdOf } from '../src/core/ids';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { ZeroLatencyProvider } from './zeroLatencyProvider';
 import { freePort } from '../src/ports';
@@ -67,20 +67,20 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     timings.push(performance.now() - start);
     return value;
   };
-  const sessionId = `${trajectoryId}.s0`;
-  const opened = await timed(() => env.envReset({ sessionId, env: config.env, agent: config.agent, envSeed, replayAnswers: [] }));
+  const sessionId = sessionIdOf(trajectoryId, 0);
+  const opened = await timed(() => env.openSession({ sessionId, runId, env: config.env, agent: config.agent, envSeed, replayAnswers: [] }));
   let messages: ChatMessage[] = opened.next.messages;
   let turns = 0;
   let envReturn = 0;
   while (turns < config.agent.maxTurns) {
     const reply = await timed(() => generate({ runId, runSeed: config.run.seed, trajectoryId, turn: turns, messages, sampling: config.sampling }));
-    const outcome = await timed(() => session.envStep({ sessionId, turn: turns++, text: reply.text }));
+    const outcome = await timed(() => session.sessionTurn({ sessionId, turn: turns++, text: reply.text }));
     if (outcome.kind === 'invalid') throw new Error('the stand-in always answers in format');
     envReturn += outcome.reward;
     if (outcome.done || !outcome.next) break;
     messages = outcome.next.messages;
   }
-  await timed(() => session.envClose({ sessionId }));
+  await timed(() => session.closeSession({ sessionId }));
   await timed(() => env.computeReward({ envReturn, turns, invalidActions: 0, formatWeight: config.reward.formatWeight }));
 }
 

@@ -20,7 +20,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseRunConfig } from '../config/load';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import type { InferenceProvider } from '../src/inference/provider';
 import { createLogger } from '../src/log';
 import { modelConfig } from '../src/model/config';

@@ -1,3 +1,3 @@
 #!/usr/bin/env node
 // The CLI runs from the compiled output; `npm run build` (part of the set-up commands) makes it.
-require('../dist/src/cli/main.js').main();
+require('../dist/cli/main.js').main();

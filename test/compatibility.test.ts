@@ -4,7 +4,7 @@
  * run completes once a matching worker polls the queue; nothing is lost meanwhile.
  */
 import { compatibilityOf, incompatibilities, ROLE_PARTS } from '../src/core/compatibility';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { createLogger } from '../src/log';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig, withClient } from './support/harness';

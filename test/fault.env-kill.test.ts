@@ -11,7 +11,7 @@ import { initWeights, saveCheckpoint } from '../src/model/weights';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer } from '../src/rl/trainer';
 import { createLogger } from '../src/log';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { parseRunConfig } from '../config/load';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { freePort } from '../src/ports';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupIdOf } from '../src/core/ids';

@@ -8,7 +8,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import { runTraining } from '../src/cli/runTraining';
+import { runTraining } from '../client/runTraining';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { readJsonLines } from '../src/store/jsonLines';

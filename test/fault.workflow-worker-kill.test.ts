@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { createLogger } from '../src/log';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupIdOf } from '../src/core/ids';
 import { startWorkers } from '../workers/start';

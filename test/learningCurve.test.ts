@@ -1,6 +1,6 @@
 /** The printed learning curve's milestones: when a run first reached the benchmark levels. */
 import type { EvaluationRecord } from '../activities/trainer';
-import { formatMilestones } from '../src/cli/runTraining';
+import { formatMilestones } from '../client/learningCurve';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 
 const step = (n: number, successRate: number, elapsedS: number) => ({ step: n, version: n + 1, successRate, elapsedS }) as StepMetrics;

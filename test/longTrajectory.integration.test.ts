@@ -5,7 +5,7 @@
  * event carries at most one turn's text.
  */
 import path from 'node:path';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { buildTrainingSequences } from '../src/core/sequence';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';

@@ -9,7 +9,7 @@
  */
 import path from 'node:path';
 import type { RunConfig } from '../config/schema';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { ROLLOUT_ROLES, startWorkers, type RunningWorkers } from '../workers/start';

@@ -10,7 +10,7 @@ import { buildTrainingSequences } from '../src/core/sequence';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
-import { runRollout } from '../src/cli/runRollout';
+import { runRollout } from '../client/runRollout';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { eventually, testConfig, withClient } from './support/harness';
 

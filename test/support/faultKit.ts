@@ -9,7 +9,7 @@ import { trajectoryIdOf } from '../../src/core/ids';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
 import { isTurnFileName, runLayout } from '../../src/store/runLayout';
 
-export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../src/cli/workerProcess';
+export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../../client/workerProcess';
 
 // Worker processes load the suite's prebuilt workflow bundle instead of bundling again (same code,
 // a much faster start on 2 cores).

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseRunConfig } from '../../config/load';
 import type { RunConfig } from '../../config/schema';
-import { episodeSpecOf } from '../../src/cli/session';
+import { episodeSpecOf } from '../../client/session';
 import type { TrainingInput } from '../../workflows/types';
 
 export function testAddress(): string {

@@ -5,21 +5,29 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, loadRunConfig } from '../../config/load';
-import { rolloutStatusQuery } from '../../workflows/signals';
-import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../../workflows/training';
-import { parseRoles, ROLES, startWorkers } from '../../workers/start';
-import { createLogger } from '../log';
-import { ensureTemporalBinary } from '../temporal/binary';
-import { runningDevServer, startDevServer, stopDevServer } from '../temporal/devServer';
-import { formatSummary, runRollout } from './runRollout';
-import { formatCurve, runTraining } from './runTraining';
-import { exportRunTrace, traceDir } from '../trace/perfetto';
-import { writeReport } from '../report/report';
+import { ConfigError, loadRunConfig } from '../config/load';
+import { rolloutStatusQuery } from '../workflows/signals';
+import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
+import { parseRoles, ROLES, startWorkers, type RunningWorkers } from '../workers/start';
+import { createLogger } from '../src/log';
+import { ensureTemporalBinary } from '../src/temporal/binary';
+import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
+import { runRollout } from '../client/runRollout';
+import { runTraining } from '../client/runTraining';
+import { RunInterrupted } from '../client/session';
+import { exportRunTrace, traceDir } from '../src/trace/perfetto';
+import { writeReport } from '../src/report/report';
+import { formatCurve, formatSummary } from './format';
+import { INTERRUPTED_EXIT_CODE, interruptSignal, stopWithParent } from './lifecycle';
+import { createProgress } from './progress';
 
 const logger = createLogger('trajflow');
 
 function fail(err: unknown): never {
+  if (err instanceof RunInterrupted) {
+    logger.warn(err.message);
+    process.exit(INTERRUPTED_EXIT_CODE);
+  }
   process.stderr.write(`${err instanceof ConfigError ? err.message : (err as Error).stack ?? String(err)}\n`);
   process.exit(err instanceof ConfigError ? 2 : 1);
 }
@@ -70,8 +78,10 @@ program
   .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
   .action(async (opts) => {
     const config = loadRunConfig(opts.config);
-    const workers = await startWorkers(config, parseRoles(opts.role), logger);
-    const stop = () => void workers.shutdown();
+    let workers: RunningWorkers | undefined;
+    const stop = () => (workers ? void workers.shutdown() : process.exit(INTERRUPTED_EXIT_CODE));
+    stopWithParent(logger, stop);
+    workers = await startWorkers(config, parseRoles(opts.role), logger);
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await workers.done;
@@ -85,7 +95,14 @@ program
   .option('--local', 'also start the dev server (if needed) and all workers in this process')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
-    const summary = await runRollout(config, { runId: opts.runId, local: Boolean(opts.local), logger });
+    const progress = createProgress('trajectories', config.rollout.groups * config.rollout.groupSize);
+    const summary = await runRollout(config, {
+      runId: opts.runId,
+      local: Boolean(opts.local),
+      logger,
+      signal: interruptSignal(logger),
+      onStatus: (s) => progress.update(s.trajectoriesFinished + s.trajectoriesFailed, `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`),
+    }).finally(() => progress.finish());
     process.stdout.write(`${formatSummary(summary)}\n`);
   });
 
@@ -97,7 +114,19 @@ program
   .option('--local', 'also start the dev server, the rollout workers (in this process) and the trainer (child process)')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
-    const summary = await runTraining(config, { runId: opts.runId, local: Boolean(opts.local), configFile: file, logger });
+    const progress = createProgress('train steps', config.trainer.steps);
+    const summary = await runTraining(config, {
+      runId: opts.runId,
+      local: Boolean(opts.local),
+      configFile: file,
+      logger,
+      signal: interruptSignal(logger),
+      onStatus: (s) => {
+        const m = s.lastMetrics;
+        const evaluation = s.lastEvaluation ? `, held-out v${s.lastEvaluation.version} ${(100 * s.lastEvaluation.successRate).toFixed(0)}%` : '';
+        progress.update(s.step, `${m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, ` : ''}queue ${s.queueDepth}${evaluation}`);
+      },
+    }).finally(() => progress.finish());
     process.stdout.write(`${formatCurve(summary)}\n`);
   });
 

@@ -1,21 +1,21 @@
 /**
- * `trajflow run`: starts a rollout controller for a config, shows its progress, and prints and
- * stores the run summary. With `local`, it also starts the dev server (if needed) and all worker
+ * `trajflow run`: starts a rollout controller for a config, follows its progress, and stores and
+ * returns the run summary. With `local`, it also starts the dev server (if needed) and all worker
  * roles in this process: the one-command path on a fresh machine.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { RunConfig } from '../../config/schema';
-import { describeEnvironment } from '../plugins/registry';
-import { engineBusyFraction, readEngineSnapshots } from '../inference/statsReporter';
-import type { Logger } from '../log';
-import { SEARCH_ATTRIBUTES } from '../temporal/searchAttributes';
-import { rolloutWorkflow } from '../../workflows/rollout';
-import { rolloutStatusQuery } from '../../workflows/signals';
-import type { RolloutInput } from '../../workflows/types';
-import { taskQueuesFor } from '../../workers/taskQueues';
-import { createProgress, pollEvery } from './progress';
-import { episodeSpecOf, exitOnInterrupt, openSession } from './session';
+import type { RunConfig } from '../config/schema';
+import { describeEnvironment } from '../src/plugins/registry';
+import { engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { rolloutWorkflow } from '../workflows/rollout';
+import { rolloutStatusQuery, type RolloutStatus } from '../workflows/signals';
+import type { RolloutInput } from '../workflows/types';
+import { taskQueuesFor } from '../workers/taskQueues';
+import { pollEvery } from './poll';
+import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
+import { WORKER_STOP_GRACE_MS } from './workerProcess';
 
 export interface RunSummary {
   runId: string;
@@ -39,16 +39,16 @@ export function rolloutInputOf(config: RunConfig, runId: string): RolloutInput {
   };
 }
 
-export async function runRollout(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<RunSummary> {
-  const { logger } = options;
+export async function runRollout(config: RunConfig, options: RunOptions<RolloutStatus>): Promise<RunSummary> {
+  const { logger, onStatus, signal } = options;
   const session = await openSession(config, options);
   const { runId, runDir, client, workers } = session;
-  exitOnInterrupt(logger);
   try {
     const enginesDir = path.join(config.dataDir, 'engines');
     await workers?.flushEngineStats();
     const enginesBefore = await readEngineSnapshots(enginesDir);
     const startedAt = Date.now();
+    if (signal?.aborted) throw new RunInterrupted(runId);
     const handle = await client.workflow.start(rolloutWorkflow, {
       workflowId: runId,
       taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
@@ -62,17 +62,8 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
     });
     logger.info({ runId }, 'rollout started');
 
-    const total = config.rollout.groups * config.rollout.groupSize;
-    const progress = createProgress('trajectories', total);
-    const poll = pollEvery(1_000, async () => {
-      const s = await handle.query(rolloutStatusQuery);
-      const done = s.trajectoriesFinished + s.trajectoriesFailed;
-      progress.update(done, `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`);
-    });
-    const result = await handle.result().finally(async () => {
-      await poll.stop();
-      progress.finish();
-    });
+    const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
+    const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
     await workers?.flushEngineStats();
     const enginesAfter = await readEngineSnapshots(enginesDir);
@@ -92,19 +83,6 @@ export async function runRollout(config: RunConfig, options: { runId?: string; l
     await fs.writeFile(path.join(runDir, 'summary.json'), JSON.stringify(summary, null, 2));
     return summary;
   } finally {
-    await session.close();
+    await session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined);
   }
-}
-
-export function formatSummary(s: RunSummary): string {
-  return [
-    `run ${s.runId}`,
-    `  groups              ${s.groups}`,
-    `  trajectories        ${s.trajectories} (${s.failedTrajectories} failed)`,
-    `  mean reward         ${s.meanReward.toFixed(3)} (success rate ${(100 * s.successRate).toFixed(1)}%)`,
-    `  mean turns          ${s.meanTurns.toFixed(2)}`,
-    `  wall time           ${s.wallSeconds.toFixed(1)} s`,
-    `  trajectories/s      ${s.trajectoriesPerSecond.toFixed(2)}`,
-    `  engine busy         ${(100 * s.engineBusyFraction).toFixed(1)}% of wall time`,
-  ].join('\n');
 }

@@ -1,0 +1,72 @@
+/**
+ * A training run's learning curve as stored under its run folder: the train step metrics and the
+ * held-out evaluations, their CSV file, and when the run first reached the benchmark levels.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { EvaluationRecord } from '../activities/trainer';
+import type { StepMetrics } from '../src/rl/stepMetrics';
+
+/** The records of a JSONL file under the run's train/ folder, last one per key, sorted by key. */
+async function readJsonLines<T>(runDir: string, file: string, keyOf: (record: T) => number): Promise<T[]> {
+  const text = await fs.readFile(path.join(runDir, 'train', file), 'utf8').catch(() => '');
+  // A retried step or evaluation may have appended its line twice.
+  const byKey = new Map<number, T>();
+  for (const line of text.split('\n').filter(Boolean)) {
+    const record = JSON.parse(line) as T;
+    byKey.set(keyOf(record), record);
+  }
+  return [...byKey.entries()].sort(([a], [b]) => a - b).map(([, record]) => record);
+}
+
+export function readLearningCurve(runDir: string): Promise<StepMetrics[]> {
+  return readJsonLines<StepMetrics>(runDir, 'metrics.jsonl', (m) => m.step);
+}
+
+export function readEvaluations(runDir: string): Promise<EvaluationRecord[]> {
+  return readJsonLines<EvaluationRecord>(runDir, 'eval.jsonl', (e) => e.version);
+}
+
+const CSV_COLUMNS = ['step', 'version', 'elapsedS', 'trajectories', 'successRate', 'heldOutSuccessRate', 'rewardMean', 'loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm', 'tokens', 'stalenessMax', 'wallMs', 'trainerIdleFraction', 'engineBusyFraction'] as const;
+
+export type CurveRow = Partial<Record<(typeof CSV_COLUMNS)[number], number>>;
+
+/**
+ * One row per train step (with the held-out success of the version it published, where evaluated),
+ * after a row for version 0 when it was evaluated: the untrained baseline.
+ */
+export function curveRows(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[]): CurveRow[] {
+  const heldOut = new Map(evaluations.map((e) => [e.version, e.successRate]));
+  const first = evaluations.find((e) => e.version === 0);
+  const baseline = first ? [{ version: 0, heldOutSuccessRate: first.successRate, elapsedS: first.elapsedS }] : [];
+  return [...baseline, ...curve.map((m) => ({ ...m, heldOutSuccessRate: heldOut.get(m.version) }))];
+}
+
+export function formatCurveCsv(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[] = []): string {
+  const rows = curveRows(curve, evaluations).map((row) => CSV_COLUMNS.map((c) => row[c] ?? '').join(','));
+  return [CSV_COLUMNS.join(','), ...rows].join('\n') + '\n';
+}
+
+export const percent = (x: number | undefined) => (x === undefined ? '' : `${(100 * x).toFixed(1)}%`);
+
+/** Sampled-success levels and held-out levels the learning benchmarks are judged by. */
+const SAMPLED_LEVELS = [0.5, 0.8, 0.95];
+const HELD_OUT_LEVELS = [0.7];
+
+/** When the run first reached each level: the sampled success of a step, the held-out success of an evaluated version. */
+export function formatMilestones(curve: readonly StepMetrics[], evaluations: readonly EvaluationRecord[]): string[] {
+  const when = (elapsedS: number | undefined) => (elapsedS === undefined ? '' : ` (${elapsedS.toFixed(0)} s)`);
+  const sampled = SAMPLED_LEVELS.map((level) => {
+    const step = curve.find((m) => m.successRate >= level);
+    return `>= ${percent(level)}: ${step ? `step ${step.step}${when(step.elapsedS)}` : 'not reached'}`;
+  });
+  const heldOut = HELD_OUT_LEVELS.map((level) => {
+    const evaluation = evaluations.find((e) => e.successRate >= level);
+    return `>= ${percent(level)}: ${evaluation ? `version ${evaluation.version}${when(evaluation.elapsedS)}` : 'not reached'}`;
+  });
+  const best = evaluations.reduce<EvaluationRecord | undefined>((top, e) => (top && top.successRate >= e.successRate ? top : e), undefined);
+  return [
+    `  sampled success first ${sampled.join(', ')}`,
+    `  held-out success first ${heldOut.join(', ')}${best ? `; best ${percent(best.successRate)} (version ${best.version})` : ''}`,
+  ];
+}

@@ -1,0 +1,72 @@
+/**
+ * `trajflow train`: starts a training run (the training workflow, which starts its rollout
+ * controller), follows its progress per train step, and stores and returns the learning curve. With
+ * `local`, it also starts the dev server, the rollout workers in this process and the trainer in a
+ * child process (a train step holds its process's event loop).
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { RunConfig } from '../config/schema';
+import { describeEnvironment } from '../src/plugins/registry';
+import type { StepMetrics } from '../src/rl/stepMetrics';
+import type { EvaluationRecord } from '../activities/trainer';
+import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { trainingStatusQuery, trainingWorkflow, type TrainingResult, type TrainingStatus } from '../workflows/training';
+import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
+import { pollEvery } from './poll';
+import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
+import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
+
+export interface TrainingSummary {
+  result: TrainingResult;
+  curve: StepMetrics[];
+  evaluations: EvaluationRecord[];
+  wallSeconds: number;
+}
+
+export async function runTraining(
+  config: RunConfig,
+  options: RunOptions<TrainingStatus> & { configFile?: string },
+): Promise<TrainingSummary> {
+  const { logger, onStatus, signal } = options;
+  const session = await openSession(config, options);
+  const { runId, runDir, client } = session;
+  let trainer: LoggedWorker | undefined;
+  try {
+    if (options.local) {
+      if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
+      // Should this process die without stopping it, the trainer notices and stops by itself.
+      trainer = await spawnLoggedWorker('trainer', options.configFile, path.join(runDir, 'trainer.log'), { exitWithParent: true });
+    }
+    if (signal?.aborted) throw new RunInterrupted(runId);
+    const startedAt = Date.now();
+    const handle = await client.workflow.start(trainingWorkflow, {
+      workflowId: runId,
+      taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
+      args: [{
+        ...episodeSpecOf(config, runId),
+        groupSize: config.rollout.groupSize,
+        maxConcurrency: config.rollout.maxConcurrency,
+        trainer: config.trainer,
+        eval: config.eval,
+      }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.run, value: runId },
+        { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
+        { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
+      ],
+      staticSummary: `training ${runId}: ${config.trainer.steps} steps of ${config.trainer.batchGroups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
+    });
+    logger.info({ runId }, 'training started');
+
+    const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
+    const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
+    const curve = await readLearningCurve(runDir);
+    const evaluations = await readEvaluations(runDir);
+    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), formatCurveCsv(curve, evaluations));
+    return { result, curve, evaluations, wallSeconds: (Date.now() - startedAt) / 1000 };
+  } finally {
+    await Promise.all([stopWorker(trainer), session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
+  }
+}
+

@@ -1,0 +1,119 @@
+/**
+ * What `trajflow run` and `trajflow train` share: the run id, the local stack (dev server and
+ * in-process workers) when --local is given, and a client connection.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import type { RunConfig } from '../config/schema';
+import type { Logger } from '../src/log';
+import { compatibilityOf } from '../src/core/compatibility';
+import { buildId } from '../src/paths';
+import { describeEnvironment } from '../src/plugins/registry';
+import { startDevServer } from '../src/temporal/devServer';
+import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
+import { taskQueuesFor } from '../workers/taskQueues';
+import type { EpisodeSpec } from '../workflows/types';
+
+export function defaultRunId(config: RunConfig, now = new Date()): string {
+  return `${config.run.name}-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`;
+}
+
+export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
+  return {
+    runId,
+    runSeed: config.run.seed,
+    env: config.env,
+    envLabel: describeEnvironment(config.env),
+    agent: config.agent,
+    sampling: config.sampling,
+    reward: config.reward,
+    taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
+    compatibility: compatibilityOf(config, buildId()),
+  };
+}
+
+function portOf(address: string): number {
+  const port = Number(address.split(':').pop());
+  if (!Number.isInteger(port)) throw new Error(`temporal.address ${JSON.stringify(address)} has no port`);
+  return port;
+}
+
+/**
+ * Why `runRollout` or `runTraining` returned early: its `signal` aborted. The run itself stays in
+ * Temporal and goes on when workers poll again.
+ */
+export class RunInterrupted extends Error {
+  constructor(readonly runId: string) {
+    super(`stopped following run ${runId}; it stays in Temporal and resumes when workers poll again`);
+    this.name = 'RunInterrupted';
+  }
+}
+
+/** Calls `fn` with `client`'s calls cancelled once `signal` aborts, then rejects with RunInterrupted. */
+export async function unlessInterrupted<T>(runId: string, client: Client, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
+  if (!signal) return fn();
+  if (signal.aborted) throw new RunInterrupted(runId);
+  try {
+    return await client.withAbortSignal(signal, fn);
+  } catch (err) {
+    throw signal.aborted ? new RunInterrupted(runId) : err;
+  }
+}
+
+/** How `runRollout` and `runTraining` start and follow a run. */
+export interface RunOptions<Status> {
+  /** Workflow id of the run; by default `<run.name>-<UTC timestamp>`. */
+  runId?: string;
+  /** Also start the dev server (if needed) and the workers, so the run needs nothing else. */
+  local: boolean;
+  logger: Logger;
+  /** Called with the workflow's progress about once a second (best effort: a missed query skips a call). */
+  onStatus?: (status: Status) => void;
+  /**
+   * Aborting it stops following the run: the workers this call started stop (in-flight activities
+   * finish or hand back within a bounded grace period) and the call rejects with RunInterrupted.
+   */
+  signal?: AbortSignal;
+}
+
+export interface Session {
+  runId: string;
+  runDir: string;
+  client: Client;
+  /** The in-process rollout workers of a --local session. */
+  workers?: RunningWorkers;
+  /**
+   * Closes the connection and shuts the in-process workers down (in-flight activities finish or
+   * hand back); with `graceMs`, waits at most that long for them (the caller is about to exit).
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function openSession(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<Session> {
+  const { logger } = options;
+  const runId = options.runId ?? defaultRunId(config);
+  if (options.local) {
+    const server = await startDevServer({ dataDir: config.dataDir, port: portOf(config.temporal.address), log: (line) => logger.info(line) });
+    logger.info({ address: server.address, webUi: server.uiUrl }, 'Temporal dev server ready');
+  }
+  const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
+  const connection = await Connection.connect({ address: config.temporal.address });
+  const runDir = path.join(config.dataDir, 'runs', runId);
+  await fs.mkdir(runDir, { recursive: true });
+  await fs.writeFile(path.join(runDir, 'config.json'), JSON.stringify(config, null, 2));
+  return {
+    runId,
+    runDir,
+    client: new Client({ connection, namespace: config.temporal.namespace }),
+    workers,
+    async close(graceMs) {
+      await connection.close();
+      const shutdown = workers?.shutdown();
+      if (graceMs === undefined) return shutdown;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([shutdown, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+    },
+  };
+}
