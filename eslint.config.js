@@ -14,7 +14,9 @@ const importX = require('eslint-plugin-import-x');
 const prettier = require('eslint-config-prettier');
 
 /** `no-restricted-imports` patterns forbidding relative imports of the given top-level folders. */
-const above = (...folders) => [{ regex: `^\\.{1,2}/(\\.\\./)*(${folders.join('|')})(/|$)`, message: `${folders.join('/, ')}/: a higher layer (see eslint.config.js for the layer order).` }];
+const above = (...folders) => [
+  { regex: `^\\.{1,2}/(\\.\\./)*(${folders.join('|')})(/|$)`, message: `${folders.join('/, ')}/: a higher layer (see eslint.config.js for the layer order).` },
+];
 
 const restrict = (patterns, paths = []) => ['error', { patterns, paths }];
 
@@ -38,12 +40,31 @@ module.exports = tseslint.config(
       'object-shorthand': ['error', 'always'],
     },
   },
-  { files: ['**/*.js'], languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', __dirname: 'readonly', process: 'readonly', console: 'readonly' } }, rules: { '@typescript-eslint/no-require-imports': 'off' } },
+  {
+    files: ['**/*.js'],
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', module: 'writable', __dirname: 'readonly', process: 'readonly', console: 'readonly' },
+    },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
   { files: ['config/schema.ts'], rules: { 'no-restricted-imports': restrict([{ regex: '^\\.', message: 'config/schema is the bottom layer: zod only.' }]) } },
-  { files: ['src/**/*.ts'], rules: { 'no-restricted-imports': restrict(above('activities', 'workflows', 'workers', 'client', 'cli', 'bench', 'test'), [{ name: '../../config/load', message: 'use src/plugins/runConfig' }]) } },
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': restrict(above('activities', 'workflows', 'workers', 'client', 'cli', 'bench', 'test'), [
+        { name: '../../config/load', message: 'use src/plugins/runConfig' },
+      ]),
+    },
+  },
   {
     files: ['src/core/**/*.ts'],
-    rules: { 'no-restricted-imports': restrict([...above('activities', 'workflows', 'workers', 'client', 'cli'), { regex: '^\\.\\./(?!\\.\\./config/schema$)', message: 'src/core is pure: it imports only src/core and the config schema (workflows use it).' }]) },
+    rules: {
+      'no-restricted-imports': restrict([
+        ...above('activities', 'workflows', 'workers', 'client', 'cli'),
+        { regex: '^\\.\\./(?!\\.\\./config/schema$)', message: 'src/core is pure: it imports only src/core and the config schema (workflows use it).' },
+      ]),
+    },
   },
   { files: ['activities/**/*.ts'], rules: { 'no-restricted-imports': restrict(above('workers', 'client', 'cli', 'bench', 'test')) } },
   {
@@ -56,13 +77,23 @@ module.exports = tseslint.config(
         'error',
         {
           paths: [
-            ...builtinModules.filter((m) => m !== 'assert').flatMap((name) => [name, `node:${name}`]).map((name) => ({ name, message: 'workflows run in a deterministic sandbox without Node built-ins.' })),
-            ...['@temporalio/activity', '@temporalio/client', '@temporalio/worker', 'pino'].map((name) => ({ name, message: 'not available inside the workflow sandbox.' })),
+            ...builtinModules
+              .filter((m) => m !== 'assert')
+              .flatMap((name) => [name, `node:${name}`])
+              .map((name) => ({ name, message: 'workflows run in a deterministic sandbox without Node built-ins.' })),
+            ...['@temporalio/activity', '@temporalio/client', '@temporalio/worker', 'pino'].map((name) => ({
+              name,
+              message: 'not available inside the workflow sandbox.',
+            })),
           ],
           patterns: [
             ...above('workers', 'client', 'cli', 'bench', 'test'),
             { regex: '^\\.\\./activities/', allowTypeImports: true, message: 'workflows import activities as types only.' },
-            { regex: '^\\.\\./src/(?!core/|temporal/searchAttributes$|trace/workflowSinks$)', allowTypeImports: true, message: 'workflows import only src/core, search attributes and workflow trace sinks as values.' },
+            {
+              regex: '^\\.\\./src/(?!core/|temporal/searchAttributes$|trace/workflowSinks$)',
+              allowTypeImports: true,
+              message: 'workflows import only src/core, search attributes and workflow trace sinks as values.',
+            },
           ],
         },
       ],

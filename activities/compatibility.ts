@@ -12,7 +12,13 @@ import { incompatibilities, ROLE_PARTS, type Compatibility } from '../src/core/c
 import { WORKER_MISMATCH } from '../src/core/failures';
 
 /** Throws the refusal when the run's fingerprint (absent in runs started before it existed) differs. */
-export function refuseIfIncompatible(role: keyof typeof ROLE_PARTS, runId: string, run: Compatibility | undefined, worker: Compatibility, logger: Logger): void {
+export function refuseIfIncompatible(
+  role: keyof typeof ROLE_PARTS,
+  runId: string,
+  run: Compatibility | undefined,
+  worker: Compatibility,
+  logger: Logger,
+): void {
   if (!run) return;
   const differences = incompatibilities(run, worker, ROLE_PARTS[role]);
   if (differences.length === 0) return;

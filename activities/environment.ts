@@ -116,7 +116,14 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(ApplicationFailure.create({ type: ENV_TURN_TIMEOUT, message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`, nonRetryable: true })),
+      () =>
+        reject(
+          ApplicationFailure.create({
+            type: ENV_TURN_TIMEOUT,
+            message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`,
+            nonRetryable: true,
+          }),
+        ),
       stepTimeoutMs,
     );
   });
@@ -185,7 +192,11 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     // A retry while the first attempt still runs awaits the same turn rather than acting twice.
     const recorded = session.turns[input.turn];
     if (!recorded && input.turn !== session.turns.length) {
-      throw ApplicationFailure.create({ type: SESSION_LOST, message: `session ${input.sessionId} is at turn ${session.turns.length}, asked for turn ${input.turn}`, nonRetryable: true });
+      throw ApplicationFailure.create({
+        type: SESSION_LOST,
+        message: `session ${input.sessionId} is at turn ${session.turns.length}, asked for turn ${input.turn}`,
+        nonRetryable: true,
+      });
     }
     const outcome = recorded ?? session.episode.respond(input.text);
     session.turns[input.turn] = outcome;

@@ -140,9 +140,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
     if (input.policy) await ensurePolicy(input.policy);
     const previous = await store.getTurns(runId, trajectoryId, turn);
     const freshContext = turn === 0 || input.freshContext === true;
-    const promptDeltaIds = freshContext
-      ? renderConversationStart(input.messages)
-      : renderContinuation(previous[turn - 1].completionIds, input.messages);
+    const promptDeltaIds = freshContext ? renderConversationStart(input.messages) : renderContinuation(previous[turn - 1].completionIds, input.messages);
     const promptIds = nextPromptIds(previous, promptDeltaIds, freshContext);
     if (promptIds.length >= maxContext) {
       log.info({ contextTokens: promptIds.length, maxContext }, 'context full before sampling');

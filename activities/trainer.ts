@@ -11,6 +11,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
+import { INVALID_CONFIG } from '../src/core/failures';
 import { hasMixedOutcomes } from '../src/core/groupStats';
 import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
@@ -109,7 +110,11 @@ function weightedTurnCredit(
   const { turnCredit } = trainer;
   if (!turnCredit || turnCredit.weight === 0) return undefined;
   if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
-    throw ApplicationFailure.create({ type: 'InvalidConfig', message: 'trainer.turnCredit needs agent.history: none (one training sequence per turn)', nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: INVALID_CONFIG,
+      message: 'trainer.turnCredit needs agent.history: none (one training sequence per turn)',
+      nonRetryable: true,
+    });
   }
   const episodes = turns.map((record, i) => ({
     states: record.map((turn) => JSON.stringify(turn.messages)),
@@ -157,7 +162,9 @@ async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
 async function publish(checkpoints: CheckpointStore, runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
   const file = checkpoints.file(runId, version);
   await tracer.span('weights.publish', { version }, () =>
-    writeAtomically(file, (temp) => tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version }))),
+    writeAtomically(file, (temp) =>
+      tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version })),
+    ),
   );
 }
 
@@ -176,7 +183,12 @@ class HeldTrainer {
       const checkpoint = await loadTrainerCheckpoint(this.checkpoints.file(runId, version));
       // The KL penalty's reference is the run's version 0: the policy RL started from.
       const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(this.checkpoints.file(runId, 0))).weights : undefined;
-      const trainer = await PolicyTrainer.create({ ...trainerSettings(config, temperature), weights: checkpoint.weights, optimizer: checkpoint.optimizer, reference });
+      const trainer = await PolicyTrainer.create({
+        ...trainerSettings(config, temperature),
+        weights: checkpoint.weights,
+        optimizer: checkpoint.optimizer,
+        reference,
+      });
       this.held = { runId, version, trainer };
       return trainer;
     });
@@ -255,7 +267,13 @@ async function loadBatch(store: TrajectoryStore, { runId, groups, trainer }: Tra
     const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
     const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => requireSummary(store, runId, trajectoryId)));
     const sequences = turns.map(buildTrainingSequences);
-    const perTurn = weightedTurnCredit(turns, sequences.map((s) => s.length), group.rewards, summaries, trainer);
+    const perTurn = weightedTurnCredit(
+      turns,
+      sequences.map((s) => s.length),
+      group.rewards,
+      summaries,
+      trainer,
+    );
     sequences.forEach((trajectorySequences, i) => {
       // Every context of the trajectory (one, unless the agent keeps no history) carries the
       // trajectory's advantage: the episode's outcome credits each of its turns; with
@@ -273,7 +291,10 @@ async function loadBatch(store: TrajectoryStore, { runId, groups, trainer }: Tra
 }
 
 /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
-async function preparePolicy({ model, compatibility, checkpoints, logger }: TrainerDeps, { runId, trainer: config, temperature, env, agent, ...input }: PrepareInput): Promise<{ version: number; step: number }> {
+async function preparePolicy(
+  { model, compatibility, checkpoints, logger }: TrainerDeps,
+  { runId, trainer: config, temperature, env, agent, ...input }: PrepareInput,
+): Promise<{ version: number; step: number }> {
   refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
   const latest = await checkpoints.latestVersion(runId);
   // Each step publishes exactly one version, so the latest version is the number of steps done.
@@ -285,7 +306,9 @@ async function preparePolicy({ model, compatibility, checkpoints, logger }: Trai
   const settings = trainerSettings(config, temperature);
   const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
   if (config.formatWarmupSteps > 0) {
-    const { losses } = await withHeartbeat(() => runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }));
+    const { losses } = await withHeartbeat(() =>
+      runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }),
+    );
     logger.info({ runId, steps: losses.length, firstLoss: losses[0], lastLoss: losses[losses.length - 1] }, 'format warm-up done');
   }
   trainer.resetOptimizer();

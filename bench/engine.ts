@@ -85,7 +85,10 @@ async function run(engine: BatchingEngine, concurrency: number, { promptLength, 
   return {
     decodeTokensPerSec: perSec(after.decodeTokens - before.decodeTokens, after.decodeMs - before.decodeMs),
     prefillTokensPerSec: perSec(after.prefillTokens - before.prefillTokens, after.prefillMs - before.prefillMs),
-    endToEndTokensPerSec: perSec(results.reduce((sum, r) => sum + r.completionIds.length, 0), wallMs),
+    endToEndTokensPerSec: perSec(
+      results.reduce((sum, r) => sum + r.completionIds.length, 0),
+      wallMs,
+    ),
     meanBatchSize: (after.batchSizeSum - before.batchSizeSum) / steps,
   };
 }

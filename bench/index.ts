@@ -20,7 +20,9 @@ async function main(): Promise<void> {
   console.log(`  through Temporal: median ${o.temporalMedianMs.toFixed(2)} ms, p99 ${o.temporalP99Ms.toFixed(2)} ms`);
   console.log(`  in-process:       median ${o.inProcessMedianMs.toFixed(3)} ms, p99 ${o.inProcessP99Ms.toFixed(3)} ms`);
   console.log(`  overhead:         ${(o.temporalMedianMs - o.inProcessMedianMs).toFixed(2)} ms per activity (median)`);
-  console.log(`  episode wall:     ${o.temporalEpisodeMs.toFixed(1)} ms vs ${o.inProcessEpisodeMs.toFixed(2)} ms in-process, ratio ${(o.temporalEpisodeMs / o.inProcessEpisodeMs).toFixed(1)}x`);
+  console.log(
+    `  episode wall:     ${o.temporalEpisodeMs.toFixed(1)} ms vs ${o.inProcessEpisodeMs.toFixed(2)} ms in-process, ratio ${(o.temporalEpisodeMs / o.inProcessEpisodeMs).toFixed(1)}x`,
+  );
 }
 
 main().catch((err) => {

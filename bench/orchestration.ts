@@ -41,7 +41,8 @@ async function activityLatencies(client: Client, workflowId: string): Promise<nu
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const scheduledAt = new Map<string, number>();
   const latencies: number[] = [];
-  const ms = (t: any) => Number(t.seconds) * 1000 + t.nanos / 1e6;
+  /** An event time (protobuf Timestamp) in ms. */
+  const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds) * 1000 + (t?.nanos ?? 0) / 1e6;
   for (const event of history.events ?? []) {
     if (event.activityTaskScheduledEventAttributes) scheduledAt.set(String(event.eventId), ms(event.eventTime));
     const completed = event.activityTaskCompletedEventAttributes;
@@ -60,7 +61,14 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
   const env = createEnvActivities({ sessions, sessionQueue: 'in-process', compatibility, store, logger });
   const session = createSessionActivities({ sessions });
   const checkpoints = new CheckpointStore(config.dataDir);
-  const { generate } = createInferenceActivities({ provider: new ZeroLatencyProvider(), store, checkpoints, maxContext: config.model.maxContext, compatibility, logger });
+  const { generate } = createInferenceActivities({
+    provider: new ZeroLatencyProvider(),
+    store,
+    checkpoints,
+    maxContext: config.model.maxContext,
+    compatibility,
+    logger,
+  });
   const timed = async <T>(fn: () => Promise<T>): Promise<T> => {
     const start = performance.now();
     const value = await fn();

@@ -117,7 +117,8 @@ async function recorderCost(dataDir: string): Promise<number> {
   const started = performance.now();
   for (let i = 0; i < n; i++) {
     if (i % 2) recorder.complete('decode', 1e15 + i, 1e15 + i + 5, { cat: 'engine', scope, attrs: { batch: i % 32 } });
-    else recorder.begin('generate', { cat: 'activity', scope, parent: null, attrs: { activity: 'generate', attempt: 1, wf: 'bench.g00000.t000', turn: i } }).end();
+    else
+      recorder.begin('generate', { cat: 'activity', scope, parent: null, attrs: { activity: 'generate', attempt: 1, wf: 'bench.g00000.t000', turn: i } }).end();
     if (i % 20_000 === 19_999) await recorder.flush();
   }
   await recorder.flush();

@@ -17,7 +17,17 @@ export class ZeroLatencyProvider implements InferenceProvider {
   }
 
   async stats(): Promise<EngineStats> {
-    return { policyVersion: 0, uptimeMs: 0, busyMs: 0, decodeSteps: this.calls, generatedTokens: 0, batchSizeSum: this.calls, maxBatchSize: 1, running: 0, waiting: 0 };
+    return {
+      policyVersion: 0,
+      uptimeMs: 0,
+      busyMs: 0,
+      decodeSteps: this.calls,
+      generatedTokens: 0,
+      batchSizeSum: this.calls,
+      maxBatchSize: 1,
+      running: 0,
+      waiting: 0,
+    };
   }
 
   async loadWeights(): Promise<number> {

@@ -15,7 +15,8 @@ import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal
 import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
 import { RunInterrupted } from '../client/session';
-import { exportRunTrace, traceDir } from '../src/trace/perfetto';
+import { runLayout } from '../src/store/runLayout';
+import { exportRunTrace } from '../src/trace/perfetto';
 import { writeReport } from '../src/report/report';
 import { formatCurve, formatSummary } from './format';
 import { INTERRUPTED_EXIT_CODE, interruptSignal, stopWithParent } from './lifecycle';
@@ -28,14 +29,11 @@ function fail(err: unknown): never {
     logger.warn(err.message);
     process.exit(INTERRUPTED_EXIT_CODE);
   }
-  process.stderr.write(`${err instanceof ConfigError ? err.message : (err as Error).stack ?? String(err)}\n`);
+  process.stderr.write(`${err instanceof ConfigError ? err.message : ((err as Error).stack ?? String(err))}\n`);
   process.exit(err instanceof ConfigError ? 2 : 1);
 }
 
-const program = new Command()
-  .name('trajflow')
-  .description('Durable agentic RL for LLM agents on Temporal')
-  .showHelpAfterError();
+const program = new Command().name('trajflow').description('Durable agentic RL for LLM agents on Temporal').showHelpAfterError();
 
 const server = program.command('server').description('the local Temporal dev server (SQLite under the data directory)');
 server
@@ -78,6 +76,8 @@ program
   .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
   .action(async (opts) => {
     const config = loadRunConfig(opts.config);
+    // Read by `stop` before start-up has finished (a parent that dies meanwhile), so not a const.
+    // eslint-disable-next-line prefer-const
     let workers: RunningWorkers | undefined;
     const stop = () => (workers ? void workers.shutdown() : process.exit(INTERRUPTED_EXIT_CODE));
     stopWithParent(logger, stop);
@@ -101,7 +101,11 @@ program
       local: Boolean(opts.local),
       logger,
       signal: interruptSignal(logger),
-      onStatus: (s) => progress.update(s.trajectoriesFinished + s.trajectoriesFailed, `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`),
+      onStatus: (s) =>
+        progress.update(
+          s.trajectoriesFinished + s.trajectoriesFailed,
+          `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`,
+        ),
     }).finally(() => progress.finish());
     process.stdout.write(`${formatSummary(summary)}\n`);
   });
@@ -177,7 +181,7 @@ program
   .option('--to <seconds>', '... and ending this many seconds after it', (v) => Number(v))
   .action(async (runId, opts) => {
     const dataDir: string = opts.dataDir ?? (opts.config ? loadRunConfig(opts.config).dataDir : '.trajflow');
-    const out: string = opts.out ?? path.join(path.dirname(traceDir(dataDir, runId)), 'trace.json');
+    const out: string = opts.out ?? runLayout(dataDir, runId).traceExportFile;
     let s: Awaited<ReturnType<typeof exportRunTrace>>;
     try {
       s = await exportRunTrace(dataDir, runId, out, { fromS: opts.from, toS: opts.to });
@@ -208,7 +212,9 @@ program
     const dataDir: string = opts.dataDir ?? config?.dataDir ?? '.trajflow';
     const report = await writeReport(dataDir, runId, opts.out, { uiUrl: opts.ui, namespace: config?.temporal.namespace });
     const pngs = report.files.filter((f) => f.endsWith('.png')).length;
-    process.stdout.write(`${report.charts.length} charts (${pngs} PNG + SVG) and index.html -> ${report.outDir}\nopen ${path.join(report.outDir, 'index.html')}\n`);
+    process.stdout.write(
+      `${report.charts.length} charts (${pngs} PNG + SVG) and index.html -> ${report.outDir}\nopen ${path.join(report.outDir, 'index.html')}\n`,
+    );
   });
 
 /** Runs `fn` with a client for the config's Temporal address (the local default without one). */

@@ -2,32 +2,38 @@
  * A training run's learning curve as stored under its run folder: the train step metrics and the
  * held-out evaluations, their CSV file, and when the run first reached the benchmark levels.
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import type { EvaluationRecord } from '../activities/trainer';
 import type { StepMetrics } from '../src/rl/stepMetrics';
+import { readJsonLines } from '../src/store/jsonLines';
+import type { RunLayout } from '../src/store/runLayout';
 
-/** The records of a JSONL file under the run's train/ folder, last one per key, sorted by key. */
-async function readJsonLines<T>(runDir: string, file: string, keyOf: (record: T) => number): Promise<T[]> {
-  const text = await fs.readFile(path.join(runDir, 'train', file), 'utf8').catch(() => '');
-  // A retried step or evaluation may have appended its line twice.
-  const byKey = new Map<number, T>();
-  for (const line of text.split('\n').filter(Boolean)) {
-    const record = JSON.parse(line) as T;
-    byKey.set(keyOf(record), record);
-  }
-  return [...byKey.entries()].sort(([a], [b]) => a - b).map(([, record]) => record);
+export function readLearningCurve(layout: RunLayout): Promise<StepMetrics[]> {
+  return readJsonLines<StepMetrics>(layout.metricsFile, (m) => m.step);
 }
 
-export function readLearningCurve(runDir: string): Promise<StepMetrics[]> {
-  return readJsonLines<StepMetrics>(runDir, 'metrics.jsonl', (m) => m.step);
+export function readEvaluations(layout: RunLayout): Promise<EvaluationRecord[]> {
+  return readJsonLines<EvaluationRecord>(layout.evaluationsFile, (e) => e.version);
 }
 
-export function readEvaluations(runDir: string): Promise<EvaluationRecord[]> {
-  return readJsonLines<EvaluationRecord>(runDir, 'eval.jsonl', (e) => e.version);
-}
-
-const CSV_COLUMNS = ['step', 'version', 'elapsedS', 'trajectories', 'successRate', 'heldOutSuccessRate', 'rewardMean', 'loss', 'clipFraction', 'approxKl', 'entropy', 'gradNorm', 'tokens', 'stalenessMax', 'wallMs', 'trainerIdleFraction', 'engineBusyFraction'] as const;
+const CSV_COLUMNS = [
+  'step',
+  'version',
+  'elapsedS',
+  'trajectories',
+  'successRate',
+  'heldOutSuccessRate',
+  'rewardMean',
+  'loss',
+  'clipFraction',
+  'approxKl',
+  'entropy',
+  'gradNorm',
+  'tokens',
+  'stalenessMax',
+  'wallMs',
+  'trainerIdleFraction',
+  'engineBusyFraction',
+] as const;
 
 export type CurveRow = Partial<Record<(typeof CSV_COLUMNS)[number], number>>;
 

@@ -4,7 +4,7 @@
  * roles in this process: the one-command path on a fresh machine.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
+import { enginesDir } from '../src/store/runLayout';
 import type { RunConfig } from '../config/schema';
 import { describeEnvironment } from '../src/plugins/registry';
 import { engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
@@ -42,11 +42,11 @@ export function rolloutInputOf(config: RunConfig, runId: string): RolloutInput {
 export async function runRollout(config: RunConfig, options: RunOptions<RolloutStatus>): Promise<RunSummary> {
   const { logger, onStatus, signal } = options;
   const session = await openSession(config, options);
-  const { runId, runDir, client, workers } = session;
+  const { runId, layout, client, workers } = session;
   try {
-    const enginesDir = path.join(config.dataDir, 'engines');
+    const engines = enginesDir(config.dataDir);
     await workers?.flushEngineStats();
-    const enginesBefore = await readEngineSnapshots(enginesDir);
+    const enginesBefore = await readEngineSnapshots(engines);
     const startedAt = Date.now();
     if (signal?.aborted) throw new RunInterrupted(runId);
     const handle = await client.workflow.start(rolloutWorkflow, {
@@ -66,7 +66,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
     await workers?.flushEngineStats();
-    const enginesAfter = await readEngineSnapshots(enginesDir);
+    const enginesAfter = await readEngineSnapshots(engines);
 
     const summary: RunSummary = {
       runId,
@@ -80,7 +80,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
       trajectoriesPerSecond: result.trajectoriesFinished / (wallMs / 1000),
       engineBusyFraction: engineBusyFraction(enginesBefore, enginesAfter, wallMs),
     };
-    await fs.writeFile(path.join(runDir, 'summary.json'), JSON.stringify(summary, null, 2));
+    await fs.writeFile(layout.rolloutSummaryFile, JSON.stringify(summary, null, 2));
     return summary;
   } finally {
     await session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined);

@@ -5,7 +5,6 @@
  * child process (a train step holds its process's event loop).
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import type { RunConfig } from '../config/schema';
 import { describeEnvironment } from '../src/plugins/registry';
 import type { StepMetrics } from '../src/rl/stepMetrics';
@@ -24,32 +23,31 @@ export interface TrainingSummary {
   wallSeconds: number;
 }
 
-export async function runTraining(
-  config: RunConfig,
-  options: RunOptions<TrainingStatus> & { configFile?: string },
-): Promise<TrainingSummary> {
+export async function runTraining(config: RunConfig, options: RunOptions<TrainingStatus> & { configFile?: string }): Promise<TrainingSummary> {
   const { logger, onStatus, signal } = options;
   const session = await openSession(config, options);
-  const { runId, runDir, client } = session;
+  const { runId, layout, client } = session;
   let trainer: LoggedWorker | undefined;
   try {
     if (options.local) {
       if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
       // Should this process die without stopping it, the trainer notices and stops by itself.
-      trainer = await spawnLoggedWorker('trainer', options.configFile, path.join(runDir, 'trainer.log'), { exitWithParent: true });
+      trainer = await spawnLoggedWorker('trainer', options.configFile, layout.trainerLog, { exitWithParent: true });
     }
     if (signal?.aborted) throw new RunInterrupted(runId);
     const startedAt = Date.now();
     const handle = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,
       taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-      args: [{
-        ...episodeSpecOf(config, runId),
-        groupSize: config.rollout.groupSize,
-        maxConcurrency: config.rollout.maxConcurrency,
-        trainer: config.trainer,
-        eval: config.eval,
-      }],
+      args: [
+        {
+          ...episodeSpecOf(config, runId),
+          groupSize: config.rollout.groupSize,
+          maxConcurrency: config.rollout.maxConcurrency,
+          trainer: config.trainer,
+          eval: config.eval,
+        },
+      ],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
@@ -61,12 +59,11 @@ export async function runTraining(
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
     const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
-    const curve = await readLearningCurve(runDir);
-    const evaluations = await readEvaluations(runDir);
-    await fs.writeFile(path.join(runDir, 'learning-curve.csv'), formatCurveCsv(curve, evaluations));
+    const curve = await readLearningCurve(layout);
+    const evaluations = await readEvaluations(layout);
+    await fs.writeFile(layout.learningCurveFile, formatCurveCsv(curve, evaluations));
     return { result, curve, evaluations, wallSeconds: (Date.now() - startedAt) / 1000 };
   } finally {
     await Promise.all([stopWorker(trainer), session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
   }
 }
-

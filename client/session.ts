@@ -3,8 +3,8 @@
  * in-process workers) when --local is given, and a client connection.
  */
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { runLayout, type RunLayout } from '../src/store/runLayout';
 import type { RunConfig } from '../config/schema';
 import type { Logger } from '../src/log';
 import { compatibilityOf } from '../src/core/compatibility';
@@ -16,7 +16,10 @@ import { taskQueuesFor } from '../workers/taskQueues';
 import type { EpisodeSpec } from '../workflows/types';
 
 export function defaultRunId(config: RunConfig, now = new Date()): string {
-  return `${config.run.name}-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`;
+  return `${config.run.name}-${now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')}`;
 }
 
 export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
@@ -79,7 +82,7 @@ export interface RunOptions<Status> {
 
 export interface Session {
   runId: string;
-  runDir: string;
+  layout: RunLayout;
   client: Client;
   /** The in-process rollout workers of a --local session. */
   workers?: RunningWorkers;
@@ -99,12 +102,12 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
   }
   const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
   const connection = await Connection.connect({ address: config.temporal.address });
-  const runDir = path.join(config.dataDir, 'runs', runId);
-  await fs.mkdir(runDir, { recursive: true });
-  await fs.writeFile(path.join(runDir, 'config.json'), JSON.stringify(config, null, 2));
+  const layout = runLayout(config.dataDir, runId);
+  await fs.mkdir(layout.dir, { recursive: true });
+  await fs.writeFile(layout.configFile, JSON.stringify(config, null, 2));
   return {
     runId,
-    runDir,
+    layout,
     client: new Client({ connection, namespace: config.temporal.namespace }),
     workers,
     async close(graceMs) {

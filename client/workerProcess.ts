@@ -82,7 +82,8 @@ export function spawnLoggedWorker(roles: string, configFile: string, logFile: st
       child.kill('SIGKILL');
       settle(new Error(`worker ${roles} did not poll within ${timeoutMs} ms:\n${output().slice(-3000)}`));
     }, timeoutMs);
-    const onExit = (code: number | null, signal: NodeJS.Signals | null) => settle(new Error(`worker ${roles} exited (${code ?? signal}) before polling:\n${output().slice(-3000)}`));
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      settle(new Error(`worker ${roles} exited (${code ?? signal}) before polling:\n${output().slice(-3000)}`));
     child.once('exit', onExit);
   });
 }

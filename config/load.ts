@@ -12,7 +12,10 @@ import { OptionsError, validateAgentConfig, validateEnvConfig } from '../src/plu
 import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema } from './schema';
 
 export class ConfigError extends Error {
-  constructor(readonly file: string, readonly problems: string[]) {
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
     super(`invalid config ${file}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';
   }

@@ -10,19 +10,24 @@ export const TemporalConfigSchema = z.strictObject({
   address: z.string().default('127.0.0.1:7233'),
   namespace: z.string().default('default'),
   /** Every task queue name starts with this, so several deployments can share one cluster. */
-  taskQueuePrefix: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('trajflow'),
+  taskQueuePrefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .default('trajflow'),
 });
 
-export const ModelConfigSchema = z.strictObject({
-  dModel: positiveInt.default(64),
-  nLayers: positiveInt.default(2),
-  nHeads: positiveInt.default(4),
-  dFF: positiveInt.default(256),
-  maxContext: positiveInt.max(8192).default(1024),
-  /** Weights come from this seed unless a checkpoint file is named. */
-  seed: z.number().int().nonnegative().default(0),
-  checkpoint: z.string().optional(),
-}).refine((m) => m.dModel % m.nHeads === 0, { message: 'dModel must be divisible by nHeads', path: ['nHeads'] });
+export const ModelConfigSchema = z
+  .strictObject({
+    dModel: positiveInt.default(64),
+    nLayers: positiveInt.default(2),
+    nHeads: positiveInt.default(4),
+    dFF: positiveInt.default(256),
+    maxContext: positiveInt.max(8192).default(1024),
+    /** Weights come from this seed unless a checkpoint file is named. */
+    seed: z.number().int().nonnegative().default(0),
+    checkpoint: z.string().optional(),
+  })
+  .refine((m) => m.dModel % m.nHeads === 0, { message: 'dModel must be divisible by nHeads', path: ['nHeads'] });
 
 export const InferenceConfigSchema = z.strictObject({
   /** Most sequences decoded together in one batched forward pass. */
@@ -196,39 +201,51 @@ export const MetricsConfigSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
 });
 
-export const RunConfigSchema = z.strictObject({
-  /**
-   * Modules that register environments, agents, tools and rewards (each exports
-   * `register(trajflow)`), as paths relative to the config file; CommonJS JavaScript.
-   */
-  modules: z.array(z.string().min(1)).default([]),
-  run: z.strictObject({
-    /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
-    name: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . - only').default('run'),
-    seed: z.number().int().nonnegative().default(0),
-  }).prefault({}),
-  dataDir: z.string().default('.trajflow'),
-  temporal: TemporalConfigSchema.prefault({}),
-  model: ModelConfigSchema.prefault({}),
-  inference: InferenceConfigSchema.prefault({}),
-  sampling: SamplingConfigSchema.prefault({}),
-  env: EnvConfigSchema,
-  agent: AgentConfigSchema.prefault({}),
-  reward: RewardConfigSchema.prefault({}),
-  rollout: RolloutConfigSchema.prefault({}),
-  trainer: TrainerConfigSchema.prefault({}),
-  eval: EvalConfigSchema.prefault({}),
-  trace: TraceConfigSchema.prefault({}),
-  metrics: MetricsConfigSchema.prefault({}),
-}).superRefine((config, ctx) => {
-  if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
-    ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
-  }
-  // A penalty no training step reads would be silently ignored: FrozenLake's is the built-in one.
-  if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
-    ctx.addIssue({ code: 'custom', path: ['env', 'holePenalty'], message: 'is charged to the move into the hole alone, which only per-turn credit reads: set trainer.turnCredit (with agent.history: none) or leave holePenalty at 0' });
-  }
-});
+export const RunConfigSchema = z
+  .strictObject({
+    /**
+     * Modules that register environments, agents, tools and rewards (each exports
+     * `register(trajflow)`), as paths relative to the config file; CommonJS JavaScript.
+     */
+    modules: z.array(z.string().min(1)).default([]),
+    run: z
+      .strictObject({
+        /** Run id prefix; the CLI appends a timestamp unless --run-id is given. */
+        name: z
+          .string()
+          .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . - only')
+          .default('run'),
+        seed: z.number().int().nonnegative().default(0),
+      })
+      .prefault({}),
+    dataDir: z.string().default('.trajflow'),
+    temporal: TemporalConfigSchema.prefault({}),
+    model: ModelConfigSchema.prefault({}),
+    inference: InferenceConfigSchema.prefault({}),
+    sampling: SamplingConfigSchema.prefault({}),
+    env: EnvConfigSchema,
+    agent: AgentConfigSchema.prefault({}),
+    reward: RewardConfigSchema.prefault({}),
+    rollout: RolloutConfigSchema.prefault({}),
+    trainer: TrainerConfigSchema.prefault({}),
+    eval: EvalConfigSchema.prefault({}),
+    trace: TraceConfigSchema.prefault({}),
+    metrics: MetricsConfigSchema.prefault({}),
+  })
+  .superRefine((config, ctx) => {
+    if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
+      ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
+    }
+    // A penalty no training step reads would be silently ignored: FrozenLake's is the built-in one.
+    if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['env', 'holePenalty'],
+        message:
+          'is charged to the move into the hole alone, which only per-turn credit reads: set trainer.turnCredit (with agent.history: none) or leave holePenalty at 0',
+      });
+    }
+  });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type MetricsConfig = z.infer<typeof MetricsConfigSchema>;

@@ -2,13 +2,7 @@ import type { AgentConfig, EnvConfig } from '../config/schema';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import { ToolAgent } from '../src/agents/toolAgent';
 import { createRng } from '../src/core/random';
-import {
-  ArithmeticEnvironment,
-  ArithmeticOptionsSchema,
-  generateTask,
-  isHeldOutTask,
-  type ArithmeticTaskSpec,
-} from '../src/envs/arithmetic';
+import { ArithmeticEnvironment, ArithmeticOptionsSchema, generateTask, isHeldOutTask, type ArithmeticTaskSpec } from '../src/envs/arithmetic';
 import { RewardError } from '../src/envs/taskEnvironment';
 import { describeEnvironment, OptionsError, validateEnvConfig } from '../src/plugins/registry';
 import { registerReward } from '../src/rewards/registry';
@@ -99,7 +93,10 @@ describe('calculator tool', () => {
       ok: false,
       error: expect.stringMatching(/^invalid arguments for tool "calculator": expression: .*; \(arguments\): Unrecognized key: "expr"$/),
     });
-    await expect(run({ expression: 5 })).resolves.toEqual({ ok: false, error: expect.stringMatching(/^invalid arguments for tool "calculator": expression: /) });
+    await expect(run({ expression: 5 })).resolves.toEqual({
+      ok: false,
+      error: expect.stringMatching(/^invalid arguments for tool "calculator": expression: /),
+    });
     await expect(run({ expression: '1+'.repeat(100) + '1' })).resolves.toEqual({
       ok: false,
       error: expect.stringMatching(/^invalid arguments for tool "calculator": expression: Too big/),

@@ -93,7 +93,11 @@ describe('trajflow train --local under SIGTERM', () => {
         const handle = client.workflow.getHandle(runId);
         return within(
           Promise.race([
-            waitFor('train step 1 started', async () => ((await handle.query(trainingStatusQuery).catch(() => undefined))?.step ?? 0) >= 1 || undefined, 120_000),
+            waitFor(
+              'train step 1 started',
+              async () => ((await handle.query(trainingStatusQuery).catch(() => undefined))?.step ?? 0) >= 1 || undefined,
+              120_000,
+            ),
             cliExit.then((e) => Promise.reject(new Error(`the CLI exited early (${e.code ?? e.signal})`))),
           ]),
           130_000,
@@ -116,7 +120,9 @@ describe('trajflow train --local under SIGTERM', () => {
 
       resumed = await spawnLoggedWorker('all', configFile, path.join(config.dataDir, 'worker-all.log'));
       const result = await withClient((client) =>
-        within(client.workflow.getHandle<typeof trainingWorkflow>(runId).result(), 90_000, 'the run after `trajflow worker --role all` started', () => tail(resumed!.logFile)),
+        within(client.workflow.getHandle<typeof trainingWorkflow>(runId).result(), 90_000, 'the run after `trajflow worker --role all` started', () =>
+          tail(resumed!.logFile),
+        ),
       );
       expect(result.steps).toBe(STEPS);
       expect(result.version).toBe(STEPS);
@@ -132,17 +138,31 @@ describe('trajflow train --local under SIGTERM', () => {
     // The parent: a node process that starts the trainer as `trajflow train --local` does.
     const parent = spawn(
       process.execPath,
-      ['-e', `require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist', 'client', 'workerProcess.js'))}).spawnLoggedWorker('trainer', process.argv[1], process.argv[2], { exitWithParent: true }).then((w) => { console.log('trainer pid ' + w.child.pid); setInterval(() => undefined, 1000); })`, configFile, orphanLog],
+      [
+        '-e',
+        `require(${JSON.stringify(path.join(PROJECT_ROOT, 'dist', 'client', 'workerProcess.js'))}).spawnLoggedWorker('trainer', process.argv[1], process.argv[2], { exitWithParent: true }).then((w) => { console.log('trainer pid ' + w.child.pid); setInterval(() => undefined, 1000); })`,
+        configFile,
+        orphanLog,
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let output = '';
     parent.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     try {
-      const trainerPid = await waitFor('the trainer started by a parent process', async () => Number(/trainer pid (\d+)/.exec(output)?.[1]) || undefined, 90_000);
+      const trainerPid = await waitFor(
+        'the trainer started by a parent process',
+        async () => Number(/trainer pid (\d+)/.exec(output)?.[1]) || undefined,
+        90_000,
+      );
       parent.kill('SIGKILL');
       await exitOf(parent);
       const killedAt = Date.now();
-      await waitFor(`trainer ${trainerPid} gone after its parent was SIGKILLed`, async () => !isAlive(trainerPid) || undefined, WORKER_STOP_GRACE_MS + 3_000, 100).catch((err) => {
+      await waitFor(
+        `trainer ${trainerPid} gone after its parent was SIGKILLed`,
+        async () => !isAlive(trainerPid) || undefined,
+        WORKER_STOP_GRACE_MS + 3_000,
+        100,
+      ).catch((err) => {
         throw new Error(`${(err as Error).message}\n${tail(orphanLog)}`);
       });
       console.log(`orphaned trainer exited ${Date.now() - killedAt} ms after its parent was SIGKILLed`);

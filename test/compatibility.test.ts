@@ -42,7 +42,9 @@ describe('a worker started with another config', () => {
           return message ?? undefined;
         }, 60_000),
       );
-      expect(refusal).toMatch(/inference worker .* refuses run mismatch-run: model differs \(run \w+, worker \w+\)\. Start inference workers with the run's config/);
+      expect(refusal).toMatch(
+        /inference worker .* refuses run mismatch-run: model differs \(run \w+, worker \w+\)\. Start inference workers with the run's config/,
+      );
 
       await inference.shutdown();
       inference = await startWorkers(run, ['inference'], logger);

@@ -42,11 +42,20 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: -1 } })).toThrow(/env\.holePenalty/);
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name/);
     // Per-turn credit needs one training sequence per turn.
-    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 1 } } })).toThrow(/trainer\.turnCredit: per-turn credit needs agent\.history: none/);
-    expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).trainer.turnCredit).toEqual({ weight: 1, discount: 0.95 });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 1 } } })).toThrow(
+      /trainer\.turnCredit: per-turn credit needs agent\.history: none/,
+    );
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).trainer.turnCredit).toEqual({
+      weight: 1,
+      discount: 0.95,
+    });
     // A hole penalty reaches training only through per-turn credit.
-    expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(/env\.holePenalty: is charged to the move into the hole alone, which only per-turn credit reads/);
-    expect(parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).env).toMatchObject({ holePenalty: 0.25 });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(
+      /env\.holePenalty: is charged to the move into the hole alone, which only per-turn credit reads/,
+    );
+    expect(
+      parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).env,
+    ).toMatchObject({ holePenalty: 0.25 });
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);
@@ -64,20 +73,29 @@ describe('run config', () => {
   });
 
   it('lists the known names for an unknown environment, agent, tool or reward', () => {
-    expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(/env\.name: unknown environment "chess"; known environments: .*arithmetic, bash, frozenlake/);
-    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { name: 'chatty' } })).toThrow(/agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, tool/);
+    expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(
+      /env\.name: unknown environment "chess"; known environments: .*arithmetic, bash, frozenlake/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { name: 'chatty' } })).toThrow(
+      /agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, tool/,
+    );
     expect(() => parseRunConfig({ env: { name: 'arithmetic', tools: ['calculator', 'abacus'] }, agent: { name: 'tool' } })).toThrow(
       /env\.tools\.1: unknown tool "abacus"; known tools: .*calculator/,
     );
     expect(() => parseRunConfig({ env: { name: 'arithmetic', reward: { name: 'closeness' } }, agent: { name: 'tool' } })).toThrow(
       /env\.reward: .*unknown reward "closeness"; known rewards: .*numeric_match/,
     );
-    expect(() => parseRunConfig({ env: { name: 'arithmetic', digits: 9 }, agent: { name: 'tool', format: 'xml' } })).toThrow(/env\.digits: [\s\S]*agent\.format: /);
+    expect(() => parseRunConfig({ env: { name: 'arithmetic', digits: 9 }, agent: { name: 'tool', format: 'xml' } })).toThrow(
+      /env\.digits: [\s\S]*agent\.format: /,
+    );
   });
 
   it('loads plugin modules named in the config, relative to it, and names a module that fails', () => {
     const plugin = path.join(__dirname, 'support', 'plugins', 'customPlugin.ts');
-    const file = writeConfig('plugin.yaml', `modules: [${JSON.stringify(path.relative(dir, plugin))}]\nenv: { name: say-the-word }\nagent: { name: verbatim }\n`);
+    const file = writeConfig(
+      'plugin.yaml',
+      `modules: [${JSON.stringify(path.relative(dir, plugin))}]\nenv: { name: say-the-word }\nagent: { name: verbatim }\n`,
+    );
     const config = loadRunConfig(file);
     expect(config.modules).toEqual([plugin]);
     expect(config.env.name).toBe('say-the-word');

@@ -46,23 +46,38 @@ describe('Temporal dev server SIGKILLed and restarted mid-rollout', () => {
       const rollout = runRollout(config, { runId, local: false, logger });
       rollout.catch(() => undefined);
 
-      const atCrash = await waitFor('some trajectories finished and others in flight', async () => {
-        const p = await trajectoryProgress(store, runId);
-        return p.finished >= 2 && p.inFlight >= 1 ? p : undefined;
-      }, 180_000, 100);
+      const atCrash = await waitFor(
+        'some trajectories finished and others in flight',
+        async () => {
+          const p = await trajectoryProgress(store, runId);
+          return p.finished >= 2 && p.inFlight >= 1 ? p : undefined;
+        },
+        180_000,
+        100,
+      );
       process.kill(server.pid, 'SIGKILL');
       await waitFor('the killed dev server to exit', async () => (runningDevServer(serverDataDir) ? undefined : true), 10_000, 50);
       const down = Date.now();
       console.log(`SIGKILLed the dev server with ${atCrash.finished} trajectories finished and ${atCrash.inFlight} in flight`);
       // Stay down until the worker has seen the outage (its polls fail), so the restart is one it
       // has to reconnect through rather than one that happened between two polls.
-      await waitFor('the worker to notice the server is gone', async () => (/tcp connect error|Connection refused|Unavailable/.test(tail(workerLog, 20_000)) ? true : undefined), 60_000, 200);
+      await waitFor(
+        'the worker to notice the server is gone',
+        async () => (/tcp connect error|Connection refused|Unavailable/.test(tail(workerLog, 20_000)) ? true : undefined),
+        60_000,
+        200,
+      );
       const restarted = await startDevServer({ dataDir: serverDataDir, port, headless: true });
       console.log(`dev server back (same SQLite file, ${restarted.address}) after ${((Date.now() - down) / 1000).toFixed(1)} s`);
       expect(restarted.dbFile).toBe(server.dbFile);
 
-      const summary = await within(rollout, 240_000, `rollout ${runId} after the server restart`, async () =>
-        `store: ${JSON.stringify(await trajectoryProgress(store, runId))}\nworker log:\n${tail(workerLog)}\nserver log:\n${tail(restarted.logFile, 2000)}`);
+      const summary = await within(
+        rollout,
+        240_000,
+        `rollout ${runId} after the server restart`,
+        async () =>
+          `store: ${JSON.stringify(await trajectoryProgress(store, runId))}\nworker log:\n${tail(workerLog)}\nserver log:\n${tail(restarted.logFile, 2000)}`,
+      );
       console.log(`rollout finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       // The same worker process did all of it: it rode through the outage instead of dying.
       expect({ workerRunning: isRunning(worker), log: isRunning(worker) ? '' : tail(workerLog) }).toEqual({ workerRunning: true, log: '' });

@@ -27,7 +27,11 @@ const GROUP_SIZE = 4;
 // PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered.
 const STARTED = 2;
 
-const exists = (file: string) => fs.access(file).then(() => true, () => false);
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
 
 describe('trainer process SIGKILLed mid-step', () => {
   it('retries the step on a new trainer; every version once, every group in exactly one step', async () => {
@@ -61,13 +65,18 @@ describe('trainer process SIGKILLed mid-step', () => {
       // published version (and its optimizer state) instead of starting from version 0.
       const killed = await withClient((client) => {
         const handle = client.workflow.getHandle(runId);
-        return waitFor('a train step (step >= 1) in progress on the trainer', async () => {
-          const status = await handle.query(trainingStatusQuery).catch(() => undefined);
-          if (!status || status.step < 1) return undefined;
-          const { raw } = await handle.describe();
-          const inStep = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
-          return inStep ? { step: status.step, attempt: inStep.attempt ?? 1 } : undefined;
-        }, 240_000, 100);
+        return waitFor(
+          'a train step (step >= 1) in progress on the trainer',
+          async () => {
+            const status = await handle.query(trainingStatusQuery).catch(() => undefined);
+            if (!status || status.step < 1) return undefined;
+            const { raw } = await handle.describe();
+            const inStep = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
+            return inStep ? { step: status.step, attempt: inStep.attempt ?? 1 } : undefined;
+          },
+          240_000,
+          100,
+        );
       });
       await killWorker(trainer);
       trainer = undefined;
@@ -113,7 +122,10 @@ describe('trainer process SIGKILLed mid-step', () => {
       expect(trainedTrajectories).toHaveLength(STEPS * BATCH_GROUPS * GROUP_SIZE);
 
       // Every step has its line in the learning curve; a retry may have appended one twice.
-      const lines = (await fs.readFile(run.metricsFile, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l).step as number);
+      const lines = (await fs.readFile(run.metricsFile, 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).step as number);
       expect([...new Set(lines)].sort()).toEqual([...Array(STEPS).keys()]);
       expect((await readJsonLines<StepMetrics>(run.metricsFile, (m) => m.step)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
 
@@ -124,7 +136,9 @@ describe('trainer process SIGKILLed mid-step', () => {
 
       const attempts = await withClient(async (client) => (await activityAttempts(client.workflow.getHandle(runId))).trainStep);
       const retried = attempts.attempts.filter((a) => a > 1).length;
-      console.log(`train steps scheduled ${attempts.scheduled}, retried ${retried} (final attempts ${attempts.attempts.join(', ')}); metrics lines ${lines.length} for ${STEPS} steps; step wall ms ${steps.map((s) => s.metrics.wallMs).join(', ')}`);
+      console.log(
+        `train steps scheduled ${attempts.scheduled}, retried ${retried} (final attempts ${attempts.attempts.join(', ')}); metrics lines ${lines.length} for ${STEPS} steps; step wall ms ${steps.map((s) => s.metrics.wallMs).join(', ')}`,
+      );
       expect(attempts.scheduled).toBe(STEPS);
       // The killed attempt was taken and never answered, so its step must have been retried.
       expect(retried).toBeGreaterThanOrEqual(1);

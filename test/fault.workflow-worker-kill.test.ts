@@ -43,18 +43,27 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
 
       // Kill once some trajectories have finished while others are mid-episode. At least two in
       // flight: a single one may already have taken its last step, leaving no session to rebuild.
-      const atKill = await waitFor('some trajectories finished and others in flight', async () => {
-        const p = await trajectoryProgress(store, runId);
-        return p.finished >= 2 && p.inFlight >= 2 ? p : undefined;
-      }, 180_000, 100);
+      const atKill = await waitFor(
+        'some trajectories finished and others in flight',
+        async () => {
+          const p = await trajectoryProgress(store, runId);
+          return p.finished >= 2 && p.inFlight >= 2 ? p : undefined;
+        },
+        180_000,
+        100,
+      );
       await killWorker(workflows);
       workflows = undefined;
       console.log(`SIGKILLed the workflow worker with ${atKill.finished} trajectories finished and ${atKill.inFlight} in flight`);
       expect(atKill.finished).toBeLessThan(GROUPS * GROUP_SIZE);
       workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
 
-      const summary = await within(rollout, 240_000, `rollout ${runId} after the workflow worker kill`, async () =>
-        `store: ${JSON.stringify(await trajectoryProgress(store, runId))}\nworkflow worker log:\n${tail(workflowLog)}`);
+      const summary = await within(
+        rollout,
+        240_000,
+        `rollout ${runId} after the workflow worker kill`,
+        async () => `store: ${JSON.stringify(await trajectoryProgress(store, runId))}\nworkflow worker log:\n${tail(workflowLog)}`,
+      );
       console.log(`rollout finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       expect(summary.groups).toBe(GROUPS);
       expect(summary.trajectories).toBe(GROUPS * GROUP_SIZE);

@@ -1,10 +1,4 @@
-import {
-  formatExample,
-  FROZENLAKE_SYSTEM_PROMPT,
-  invalidActionMessage,
-  parseAction,
-  renderObservation,
-} from '../src/agents/frozenlakeAgent';
+import { formatExample, FROZENLAKE_SYSTEM_PROMPT, invalidActionMessage, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
 import { createRng, hashString } from '../src/core/random';
 import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable } from '../src/envs/frozenlake';
 
@@ -271,8 +265,6 @@ describe('FrozenLake agent', () => {
   it('explains an unparsable answer with the expected format', () => {
     const result = parseAction('???');
     expect(result.ok).toBe(false);
-    if (!result.ok) expect(invalidActionMessage(result.error)).toBe(
-      'Invalid answer (no move). Move: left, down, right or up.',
-    );
+    if (!result.ok) expect(invalidActionMessage(result.error)).toBe('Invalid answer (no move). Move: left, down, right or up.');
   });
 });

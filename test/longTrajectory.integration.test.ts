@@ -54,7 +54,9 @@ describe('a 32k-token trajectory', () => {
     const events = await withClient(async (client) => (await client.workflow.getHandle(id).fetchHistory()).events ?? []);
     const sizes = events.map((event) => JSON.stringify(event).length);
     const historyBytes = sizes.reduce((a, b) => a + b, 0);
-    console.log(`32k-token trajectory: ${tokens} tokens in ${TURNS} turns; history ${events.length} events, ${historyBytes} bytes, largest event ${Math.max(...sizes)} bytes`);
+    console.log(
+      `32k-token trajectory: ${tokens} tokens in ${TURNS} turns; history ${events.length} events, ${historyBytes} bytes, largest event ${Math.max(...sizes)} bytes`,
+    );
     // An event carries at most one turn's new text (the observation, in the session's answer and
     // in the next generate input); the ~1,500-token contexts, let alone 32k token ids, never.
     expect(Math.max(...sizes)).toBeLessThan(2 * OBSERVATION_CHARS + 2048);

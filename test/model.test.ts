@@ -63,8 +63,16 @@ describe('weights', () => {
       ['not a checkpoint', () => Buffer.from('hello world'), /no JSON header line/],
       ['garbled header', () => Buffer.concat([Buffer.from('{"format": \n'), good]), /header is not valid JSON/],
       ['wrong format tag', () => withHeader((h) => (h.format = 'other/9')), /format is "other\/9"/],
-      ['bad config', () => withHeader((h) => ((h.config as Record<string, unknown>).nHeads = 5)), /bad config in header: dModel \(64\) must be divisible by nHeads \(5\)/],
-      ['wrong tensor shape', () => withHeader((h) => ((h.tensors as { shape: number[] }[])[0].shape = [10, 64])), /tensor #0 .* expected 'embed.tokens' of shape \[264,64\]/],
+      [
+        'bad config',
+        () => withHeader((h) => ((h.config as Record<string, unknown>).nHeads = 5)),
+        /bad config in header: dModel \(64\) must be divisible by nHeads \(5\)/,
+      ],
+      [
+        'wrong tensor shape',
+        () => withHeader((h) => ((h.tensors as { shape: number[] }[])[0].shape = [10, 64])),
+        /tensor #0 .* expected 'embed.tokens' of shape \[264,64\]/,
+      ],
       ['non-finite value', withNaN, /tensor 'embed.tokens' holds a non-finite value \(NaN\) at index 10/],
     ])('%s', async (_, corrupt, problem) => {
       const bad = path.join(dir, 'bad.ckpt');

@@ -159,9 +159,7 @@ describe('BatchingEngine', () => {
     expect(after.policyVersion).toBe(4);
     expect(after.tokenPolicyVersions).toBeUndefined();
     expect(engine.stats().policyVersion).toBe(4);
-    expect(() => engine.setWeights(initWeights(modelConfig({ maxContext: 100 }), 1), 5)).toThrow(
-      /weights are for another architecture: maxContext 100 vs 200/,
-    );
+    expect(() => engine.setWeights(initWeights(modelConfig({ maxContext: 100 }), 1), 5)).toThrow(/weights are for another architecture: maxContext 100 vs 200/);
     engine.close();
   });
 

@@ -58,26 +58,50 @@ describe('plugin environments and bad input on the dev server', () => {
     ['reset throws', { fault: 'reset' }, {}, 'failed', /environment "faulty": reset failed: the map file is missing/, 0],
     ['step throws after a good step', { fault: 'step', atStep: 1 }, {}, 'failed', /environment "faulty": step 1 failed: the simulator crashed at step 1/, 2],
     ['the reward throws', { fault: 'reward' }, {}, 'failed', /reward "test-throws" threw: the grading service is down/, 1],
-    ['a step charges a negative penalty', { fault: 'penalty' }, {}, 'failed', /environment "faulty": step 0 failed: penalty must be a finite number >= 0, got -1/, 1],
-    ['a step outlives env.stepTimeoutS', { fault: 'slow-step', slowStepMs: 4000, stepTimeoutS: 1 }, {}, 'env_timeout', /took longer than 1 s \(env\.stepTimeoutS\)/, 1],
-    ['the episode outlives agent.episodeTimeoutS', { fault: 'slow-step', slowStepMs: 1500, maxSteps: 10 }, { maxTurns: 10, episodeTimeoutS: 2 }, 'timeout', /longer than 2 s \(agent\.episodeTimeoutS\)/, undefined],
+    [
+      'a step charges a negative penalty',
+      { fault: 'penalty' },
+      {},
+      'failed',
+      /environment "faulty": step 0 failed: penalty must be a finite number >= 0, got -1/,
+      1,
+    ],
+    [
+      'a step outlives env.stepTimeoutS',
+      { fault: 'slow-step', slowStepMs: 4000, stepTimeoutS: 1 },
+      {},
+      'env_timeout',
+      /took longer than 1 s \(env\.stepTimeoutS\)/,
+      1,
+    ],
+    [
+      'the episode outlives agent.episodeTimeoutS',
+      { fault: 'slow-step', slowStepMs: 1500, maxSteps: 10 },
+      { maxTurns: 10, episodeTimeoutS: 2 },
+      'timeout',
+      /longer than 2 s \(agent\.episodeTimeoutS\)/,
+      undefined,
+    ],
   ] as const;
   // Sessions in env workers (activities) and in the workflow worker (local activities) alike.
   const faultCases = faults.flatMap(([name, ...fault]) => (['env-worker', 'local'] as const).map((sessions) => [name, sessions, ...fault] as const));
-  it.each(faultCases)('%s (sessions: %s): the trajectory records why, keeps its turns, and is not scored', async (_case, sessions, env, agent, status, reason, turns) => {
-    const { summary, trajectories, group, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, sessions, ...env }, agent);
-    expect(summary.failedTrajectories).toBe(2);
-    expect(trajectories).toHaveLength(2);
-    for (const t of trajectories) {
-      expect(t.status).toBe(status);
-      expect(t.reason).toMatch(reason);
-      if (turns !== undefined) expect(t.turns).toBe(turns);
-      // The model turns done before the failure are stored, token for token.
-      expect(await store.getTurns(runId, t.trajectoryId)).toHaveLength(t.turns);
-    }
-    expect(group.trajectoryIds).toEqual([]);
-    expect(group.failed.map((f) => f.reason)).toEqual(trajectories.map((t) => expect.stringContaining(`${status}: `)));
-  });
+  it.each(faultCases)(
+    '%s (sessions: %s): the trajectory records why, keeps its turns, and is not scored',
+    async (_case, sessions, env, agent, status, reason, turns) => {
+      const { summary, trajectories, group, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, sessions, ...env }, agent);
+      expect(summary.failedTrajectories).toBe(2);
+      expect(trajectories).toHaveLength(2);
+      for (const t of trajectories) {
+        expect(t.status).toBe(status);
+        expect(t.reason).toMatch(reason);
+        if (turns !== undefined) expect(t.turns).toBe(turns);
+        // The model turns done before the failure are stored, token for token.
+        expect(await store.getTurns(runId, t.trajectoryId)).toHaveLength(t.turns);
+      }
+      expect(group.trajectoryIds).toEqual([]);
+      expect(group.failed.map((f) => f.reason)).toEqual(trajectories.map(() => expect.stringContaining(`${status}: `)));
+    },
+  );
 
   it('a hanging tool times out into a result the model reads; the episode goes on', async () => {
     const { summary, trajectories, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, fault: 'tool', atStep: 0, maxSteps: 2 });

@@ -47,7 +47,16 @@ describe('prometheus', () => {
     registry.onCollect(() => registry.set('y', { k: 'v' }, ++collected));
     const text = await registry.expose();
     expect(text).toBe(
-      ['# HELP x_total things\\ndone', '# TYPE x_total counter', 'x_total{activity="a\\"b\\\\c",role="env"} 3', '# HELP y a gauge', '# TYPE y gauge', 'y 1.5', 'y{k="v"} 1', ''].join('\n'),
+      [
+        '# HELP x_total things\\ndone',
+        '# TYPE x_total counter',
+        'x_total{activity="a\\"b\\\\c",role="env"} 3',
+        '# HELP y a gauge',
+        '# TYPE y gauge',
+        'y 1.5',
+        'y{k="v"} 1',
+        '',
+      ].join('\n'),
     );
     expect(() => registry.inc('nope')).toThrow(/not defined/);
     expect(() => registry.gauge('x_total', '')).toThrow(/counter/);
@@ -93,7 +102,15 @@ describe('prometheus', () => {
     expect(s.inFlight).toBe(0);
     expect(s.busyMs).toBeGreaterThanOrEqual(45);
     expect(s.activityMs).toBeGreaterThan(s.busyMs);
-    const snap = (workerId: string, uptimeMs: number, busyMs: number): BusySnapshot => ({ workerId, uptimeMs, busyMs, activityMs: 0, activities: 0, inFlight: 0, writtenAt: 0 });
+    const snap = (workerId: string, uptimeMs: number, busyMs: number): BusySnapshot => ({
+      workerId,
+      uptimeMs,
+      busyMs,
+      activityMs: 0,
+      activities: 0,
+      inFlight: 0,
+      writtenAt: 0,
+    });
     expect(busyFraction([snap('a', 100, 10)], [snap('a', 1100, 260), snap('b', 50, 40)], 1000)).toBeCloseTo(0.29);
     expect(busyFraction([], [], 1000)).toBeUndefined();
   });

@@ -38,7 +38,13 @@ async function writeFixture(dataDir: string): Promise<void> {
     elapsedS: 10 + 5 * step,
   }));
   await fs.writeFile(run.metricsFile, lines(metrics));
-  await fs.writeFile(run.evaluationsFile, lines([{ version: 0, successRate: 0, elapsedS: 5 }, { version: 2, successRate: 0.5, elapsedS: 15.5 }]));
+  await fs.writeFile(
+    run.evaluationsFile,
+    lines([
+      { version: 0, successRate: 0, elapsedS: 5 },
+      { version: 2, successRate: 0.5, elapsedS: 15.5 },
+    ]),
+  );
   const events: unknown[] = [];
   const env: unknown[] = [];
   for (const step of [0, 1, 2]) {
@@ -56,10 +62,23 @@ async function writeFixture(dataDir: string): Promise<void> {
       env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 610_000, dur: 50_000, args: { wf, activity: 'sessionTurn', turn: 1 } });
     }
   }
-  const trainer = [0, 1, 2].map((step) => ({ ph: 'X', name: 'train.step', cat: 'activity', ts: T0 + (10 + 5 * step) * 1e6 - 500_000, dur: 500_000, args: { step, activity: 'trainStep' } }));
+  const trainer = [0, 1, 2].map((step) => ({
+    ph: 'X',
+    name: 'train.step',
+    cat: 'activity',
+    ts: T0 + (10 + 5 * step) * 1e6 - 500_000,
+    dur: 500_000,
+    args: { step, activity: 'trainStep' },
+  }));
   const header = (role: string, pid: number) => ({ trajflowTrace: 1, role, run: RUN, host: 'h', pid, stamp: 's', clock: 'epoch-us', file: 0 });
-  await fs.writeFile(path.join(run.traceDir, 'workflows-h-1-s-0000.jsonl'), lines([header('workflows', 1), ...events.filter((e) => (e as { name: string }).name === 'trajectory')]));
-  await fs.writeFile(path.join(run.traceDir, 'inference-h-1-s-0000.jsonl'), lines([header('inference', 1), ...events.filter((e) => (e as { name: string }).name === 'generate')]));
+  await fs.writeFile(
+    path.join(run.traceDir, 'workflows-h-1-s-0000.jsonl'),
+    lines([header('workflows', 1), ...events.filter((e) => (e as { name: string }).name === 'trajectory')]),
+  );
+  await fs.writeFile(
+    path.join(run.traceDir, 'inference-h-1-s-0000.jsonl'),
+    lines([header('inference', 1), ...events.filter((e) => (e as { name: string }).name === 'generate')]),
+  );
   await fs.writeFile(path.join(run.traceDir, 'env-h-1-s-0000.jsonl'), lines([header('env', 1), ...env]));
   await fs.writeFile(path.join(run.traceDir, 'trainer-h-2-s-0000.jsonl'), lines([header('trainer', 2), ...trainer]));
 }
@@ -110,14 +129,39 @@ describe('report', () => {
     expect(niceTicks(0, 1)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
     expect(niceTicks(3, 397, 8)).toEqual([0, 50, 100, 150, 200, 250, 300, 350, 400]);
     expect(wrapText('aaa bbb ccc', 70, 12)).toEqual(['aaa bbb', 'ccc']);
-    expect(unionLength([[0, 10], [5, 15], [20, 30]])).toBe(25);
-    expect(unionLength([[0, 10], [5, 15], [20, 30]], 8, 22)).toBe(9);
+    expect(
+      unionLength([
+        [0, 10],
+        [5, 15],
+        [20, 30],
+      ]),
+    ).toBe(25);
+    expect(
+      unionLength(
+        [
+          [0, 10],
+          [5, 15],
+          [20, 30],
+        ],
+        8,
+        22,
+      ),
+    ).toBe(9);
     expect([bucketWidthS(78.9), bucketWidthS(17), bucketWidthS(3), bucketWidthS(450)]).toEqual([10, 2, 1, 50]);
-    expect(timeBuckets(25, 10)).toEqual([[0, 10], [10, 20], [20, 25]]);
-    expect(latencyHistogram([0.2, 0.3, 3, 700])).toEqual({ categories: ['0-0.5', '0.5-1', '1-2', '2-5', '5-10', '10-20', '20-50', '50-100', '100-200', '200-500', '500-1s'], counts: [2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1] });
+    expect(timeBuckets(25, 10)).toEqual([
+      [0, 10],
+      [10, 20],
+      [20, 25],
+    ]);
+    expect(latencyHistogram([0.2, 0.3, 3, 700])).toEqual({
+      categories: ['0-0.5', '0.5-1', '1-2', '2-5', '5-10', '10-20', '20-50', '50-100', '100-200', '200-500', '500-1s'],
+      counts: [2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1],
+    });
     const links = temporalLinks('my-run', { uiUrl: 'http://127.0.0.1:8233/' });
     expect(links.run).toBe('http://127.0.0.1:8233/namespaces/default/workflows/my-run');
-    expect(decodeURIComponent(links.trajectories)).toBe('http://127.0.0.1:8233/namespaces/default/workflows?query=TrajflowRun="my-run" AND TrajflowKind="trajectory"');
+    expect(decodeURIComponent(links.trajectories)).toBe(
+      'http://127.0.0.1:8233/namespaces/default/workflows?query=TrajflowRun="my-run" AND TrajflowKind="trajectory"',
+    );
   });
 
   test('renders SVG and PNG charts, utilization and an HTML page from a run folder', async () => {
@@ -154,7 +198,15 @@ describe('report', () => {
       expect(coloured).toBeGreaterThan(500);
     }
     const reward = await svg('reward-success');
-    for (const label of ['Reward and success rate', 'time since run start (s)', 'reward / success rate (0-1)', 'mean reward (sampled)', 'success rate (sampled)', 'held-out success (eval)']) expect(reward).toContain(label);
+    for (const label of [
+      'Reward and success rate',
+      'time since run start (s)',
+      'reward / success rate (0-1)',
+      'mean reward (sampled)',
+      'success rate (sampled)',
+      'held-out success (eval)',
+    ])
+      expect(reward).toContain(label);
     expect(await svg('engine-busy')).toContain('busy, % of wall time');
     expect(await svg('engine-busy')).toContain('env workers (any activity running), from trace');
     expect(await svg('trajectory-time')).toContain('waiting / other');
@@ -178,7 +230,9 @@ describe('report', () => {
     expect(html).toContain(`workflows?query=${encodeURIComponent(`TrajflowRun="${RUN}" AND TrajflowKind="trajectory"`)}`);
     for (const chart of charts) expect(html).toContain(`<img src="${chart}.png"`);
     const csv = await fs.readFile(path.join(report.outDir, 'utilization.csv'), 'utf8');
-    expect(csv.split('\n')[0]).toBe('step,elapsedS,engineBusyFraction,envBusyFraction,envBusySource,trainerIdleFraction,timedTrajectories,generationMs,environmentMs,waitingMs');
+    expect(csv.split('\n')[0]).toBe(
+      'step,elapsedS,engineBusyFraction,envBusyFraction,envBusySource,trainerIdleFraction,timedTrajectories,generationMs,environmentMs,waitingMs',
+    );
   });
 
   test('a rollout-only run (no train steps) is charted per bucket of wall time since its start', async () => {
@@ -194,7 +248,10 @@ describe('report', () => {
       const wf = `${run}.g00000.t00${n}`;
       const start = T0 + n * 3e6;
       await fs.mkdir(layout.trajectoryDir(wf), { recursive: true });
-      await fs.writeFile(layout.trajectorySummaryFile(wf), JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }));
+      await fs.writeFile(
+        layout.trajectorySummaryFile(wf),
+        JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }),
+      );
       workflows.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 2e6, args: { wf, outcome: 'completed' } });
       inference.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { wf, activity: 'generate', turn: 0 } });
       inference.push({ ph: 'X', name: 'sample', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { version: 0 } });
@@ -202,7 +259,12 @@ describe('report', () => {
       inference.push({ ph: 'X', name: 'decode', cat: 'engine', ts: start + 300_000, dur: 800_000, args: { batch: 1 } });
       env.push({ ph: 'X', name: 'env.step', cat: 'activity', ts: start + 1_200_000, dur: 100_000, args: { wf, activity: 'sessionTurn', turn: 0 } });
     }
-    for (const [role, records] of [['workflows', workflows], ['inference', inference], ['env', env]] as const) await fs.writeFile(path.join(layout.traceDir, `${role}-h-1-s-0000.jsonl`), lines(records));
+    for (const [role, records] of [
+      ['workflows', workflows],
+      ['inference', inference],
+      ['env', env],
+    ] as const)
+      await fs.writeFile(path.join(layout.traceDir, `${role}-h-1-s-0000.jsonl`), lines(records));
 
     const report = await writeReport(dataDir, run);
     const svg = (name: string) => fs.readFile(path.join(report.outDir, `${name}.svg`), 'utf8');
@@ -215,7 +277,8 @@ describe('report', () => {
     }
     // 17 s of finishes -> 2 s buckets; x is time since the run start, in seconds.
     const byName = new Map(report.charts.map((c) => [c.name, c]));
-    for (const name of ['reward-success', 'throughput', 'engine-busy', 'trainer-idle']) expect(byName.get(name)!.xLabel).toBe('time since run start (s), 2 s buckets');
+    for (const name of ['reward-success', 'throughput', 'engine-busy', 'trainer-idle'])
+      expect(byName.get(name)!.xLabel).toBe('time since run start (s), 2 s buckets');
     expect(byName.get('trajectory-time')!.xLabel).toBe('trajectory finish time since run start (s), 2 s buckets');
     for (const name of ['reward-success', 'throughput', 'engine-busy', 'staleness', 'trajectory-time']) {
       const chart = byName.get(name)!;
@@ -238,14 +301,27 @@ describe('report', () => {
     expect(busy.series[1].points[0][1]).toBeCloseTo(0.05);
     const throughput = byName.get('throughput') as Extract<ChartSpec, { kind: 'line' }>;
     // Finished at 2, 5, 8, 11, 14 and 17 s; the last bucket is [16, 17].
-    expect(throughput.series[0].points).toEqual([[1, 0], [3, 0.5], [5, 0.5], [7, 0], [9, 0.5], [11, 0.5], [13, 0], [15, 0.5], [16.5, 1]]);
+    expect(throughput.series[0].points).toEqual([
+      [1, 0],
+      [3, 0.5],
+      [5, 0.5],
+      [7, 0],
+      [9, 0.5],
+      [11, 0.5],
+      [13, 0],
+      [15, 0.5],
+      [16.5, 1],
+    ]);
   });
 
   test('a run folder with only learning-curve.csv still renders, charts without data say so', async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'report-csv-'));
     const run = runLayout(dataDir, 'csv-run');
     await fs.mkdir(run.dir, { recursive: true });
-    await fs.writeFile(run.learningCurveFile, 'step,version,elapsedS,successRate,heldOutSuccessRate,rewardMean\n,0,2,,0,\n0,1,5,0.25,,0.3\n1,2,9,0.5,0.75,0.6\n');
+    await fs.writeFile(
+      run.learningCurveFile,
+      'step,version,elapsedS,successRate,heldOutSuccessRate,rewardMean\n,0,2,,0,\n0,1,5,0.25,,0.3\n1,2,9,0.5,0.75,0.6\n',
+    );
     const report = await writeReport(dataDir, 'csv-run', path.join(dataDir, 'out'));
     const reward = await fs.readFile(path.join(dataDir, 'out', 'reward-success.svg'), 'utf8');
     expect(reward).not.toContain('no data for this chart');

@@ -57,7 +57,10 @@ describe('numeric_match', () => {
   });
 
   test('a reference without a number and bad options are errors', async () => {
-    await expect(scoreReward({ name: 'numeric_match' }, input('3', 'three'))).resolves.toMatchObject({ ok: false, error: expect.stringMatching(/holds no number/) });
+    await expect(scoreReward({ name: 'numeric_match' }, input('3', 'three'))).resolves.toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/holds no number/),
+    });
     await expect(scoreReward({ name: 'numeric_match', options: { absTol: -1 } }, input('3', '3'))).resolves.toMatchObject({
       ok: false,
       error: expect.stringMatching(/^invalid options for reward "numeric_match": options\.absTol: /),
@@ -75,8 +78,14 @@ describe('format', () => {
 
   test('an invalid pattern or a missing one is a spec error', async () => {
     const bad = await scoreReward({ name: 'format', options: { pattern: '(' } }, input('x'));
-    expect(bad).toMatchObject({ ok: false, error: expect.stringMatching(/^invalid options for reward "format": options\.pattern: Invalid regular expression/) });
-    await expect(scoreReward({ name: 'format' }, input('x'))).resolves.toMatchObject({ ok: false, error: expect.stringMatching(/invalid options for reward "format"/) });
+    expect(bad).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/^invalid options for reward "format": options\.pattern: Invalid regular expression/),
+    });
+    await expect(scoreReward({ name: 'format' }, input('x'))).resolves.toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/invalid options for reward "format"/),
+    });
   });
 });
 
@@ -101,7 +110,13 @@ describe('weighted', () => {
   });
 
   test('a failing part fails the whole score', async () => {
-    const spec = { name: 'weighted', parts: [{ name: 'format', weight: 1, options: { pattern: 'x' } }, { name: 'exact_match', weight: 1 }] };
+    const spec = {
+      name: 'weighted',
+      parts: [
+        { name: 'format', weight: 1, options: { pattern: 'x' } },
+        { name: 'exact_match', weight: 1 },
+      ],
+    };
     await expect(scoreReward(spec, input('x'))).resolves.toEqual({
       ok: false,
       error: 'weighted part 2 (exact_match): reward "exact_match" threw: exact_match needs input.reference (the expected answer) as a string',
@@ -113,9 +128,18 @@ describe('weighted', () => {
       ok: false,
       error: `weighted part 1 (nope): unknown reward "nope"; known rewards: ${knownRewards().join(', ')}`,
     });
-    expect(validateRewardSpec({ name: 'weighted', parts: [{ name: 'weighted', weight: 1 }] })).toMatchObject({ ok: false, error: expect.stringMatching(/cannot be nested/) });
-    expect(validateRewardSpec({ name: 'weighted', parts: [] })).toMatchObject({ ok: false, error: expect.stringMatching(/^invalid weighted reward spec: parts: /) });
-    expect(validateRewardSpec({ name: 'weighted', parts: [{ name: 'format' }] })).toMatchObject({ ok: false, error: expect.stringMatching(/parts\[0\]\.weight: /) });
+    expect(validateRewardSpec({ name: 'weighted', parts: [{ name: 'weighted', weight: 1 }] })).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/cannot be nested/),
+    });
+    expect(validateRewardSpec({ name: 'weighted', parts: [] })).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/^invalid weighted reward spec: parts: /),
+    });
+    expect(validateRewardSpec({ name: 'weighted', parts: [{ name: 'format' }] })).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/parts\[0\]\.weight: /),
+    });
   });
 });
 
@@ -150,9 +174,21 @@ describe('registry', () => {
     registerReward('not_a_number', () => NaN);
     await expect(scoreReward({ name: 'sync_throw' }, input('x'))).resolves.toEqual({ ok: false, error: 'reward "sync_throw" threw: judge crashed' });
     await expect(scoreReward({ name: 'async_throw' }, input('x'))).resolves.toEqual({ ok: false, error: 'reward "async_throw" threw: judge timed out' });
-    await expect(scoreReward({ name: 'not_a_number' }, input('x'))).resolves.toEqual({ ok: false, error: 'reward "not_a_number" returned NaN, not a finite number' });
+    await expect(scoreReward({ name: 'not_a_number' }, input('x'))).resolves.toEqual({
+      ok: false,
+      error: 'reward "not_a_number" returned NaN, not a finite number',
+    });
     await expect(
-      scoreReward({ name: 'weighted', parts: [{ name: 'length', weight: 1 }, { name: 'async_throw', weight: 0 }] }, input('x')),
+      scoreReward(
+        {
+          name: 'weighted',
+          parts: [
+            { name: 'length', weight: 1 },
+            { name: 'async_throw', weight: 0 },
+          ],
+        },
+        input('x'),
+      ),
     ).resolves.toEqual({ ok: false, error: 'weighted part 2 (async_throw): reward "async_throw" threw: judge timed out' });
   });
 });

@@ -53,7 +53,11 @@ describe('turnAdvantages (anchor states)', () => {
     // A's visits: 0.5, 0, 0.25, 0.5 (mean 0.3125); B, C, D are visited once: no comparison.
     const advantages = turnAdvantages(episodes, 'drgrpo', 0.5);
     expect(advantages.map((row) => row.length)).toEqual([2, 2, 3]);
-    const expected = [[0.1875, 0], [-0.3125, 0], [-0.0625, 0.1875, 0]];
+    const expected = [
+      [0.1875, 0],
+      [-0.3125, 0],
+      [-0.0625, 0.1875, 0],
+    ];
     advantages.forEach((row, i) => row.forEach((a, t) => expect(a).toBeCloseTo(expected[i][t], 12)));
   });
 
@@ -69,7 +73,16 @@ describe('turnAdvantages (anchor states)', () => {
     const low = (0 - 2 / 3) / Math.sqrt(2 / 9);
     expect(advantages[0][0]).toBeCloseTo(high, 5);
     expect(advantages[1][1]).toBeCloseTo(low, 5);
-    expect(turnAdvantages([{ states: ['A'], reward: 1 }, { states: ['A'], reward: 1 }], 'grpo', 0.9)).toEqual([[0], [0]]);
+    expect(
+      turnAdvantages(
+        [
+          { states: ['A'], reward: 1 },
+          { states: ['A'], reward: 1 },
+        ],
+        'grpo',
+        0.9,
+      ),
+    ).toEqual([[0], [0]]);
   });
 
   it('discounts only the outcome part of the reward, so an early failure does not beat a late one', () => {
@@ -80,7 +93,11 @@ describe('turnAdvantages (anchor states)', () => {
     ];
     expect(turnAdvantages(failures, 'drgrpo', 0.5)).toEqual([[0, 0], [0]]);
     // Counted as outcome, the same credit would favour the early failure: A's returns 0.1 and 0.2.
-    const [late, early] = turnAdvantages(failures.map(({ states, reward }) => ({ states, reward })), 'drgrpo', 0.5);
+    const [late, early] = turnAdvantages(
+      failures.map(({ states, reward }) => ({ states, reward })),
+      'drgrpo',
+      0.5,
+    );
     expect(late[0]).toBeCloseTo(-0.05, 12);
     expect(early[0]).toBeCloseTo(0.05, 12);
     // A success's outcome is discounted, its format credit is not: A's returns 0.2 + 0.5 * 1 and 0.2.

@@ -19,11 +19,23 @@ beforeAll(() => initBackend());
  *   47 that would overflow exp() if the mask did not zero it first
  */
 const FIXED = {
-  logprobs: [[-1.0, -0.2, -2.0], [-0.3, -1.5, -3.0]],
-  behaviourLogprobs: [[-1.1, -0.7, -2.0], [-0.3, -1.0, -50]],
-  mask: [[1, 1, 1], [1, 1, 0]],
+  logprobs: [
+    [-1.0, -0.2, -2.0],
+    [-0.3, -1.5, -3.0],
+  ],
+  behaviourLogprobs: [
+    [-1.1, -0.7, -2.0],
+    [-0.3, -1.0, -50],
+  ],
+  mask: [
+    [1, 1, 1],
+    [1, 1, 0],
+  ],
   advantages: [1, -0.5],
-  refLogprobs: [[-1.2, -0.2, -1.5], [-0.3, -1.0, 0]],
+  refLogprobs: [
+    [-1.2, -0.2, -1.5],
+    [-0.3, -1.0, 0],
+  ],
 };
 
 function fixedInputs(withRef = false): LossInputs {
@@ -121,7 +133,10 @@ describe('gradient of the loss through the model', () => {
     ];
     // Behaviour and reference logprobs a little off the policy's, inside the clip range.
     const current = sequences.map(({ ids }) => Array.from(sequenceLogprobs(policy, ids, temperature)));
-    const samples: TrainingSample[] = sequences.map((s, b) => ({ ...s, behaviourLogprobs: [0, ...current[b].map((lp, t) => lp + 0.05 * Math.sin(3 * t + b))] }));
+    const samples: TrainingSample[] = sequences.map((s, b) => ({
+      ...s,
+      behaviourLogprobs: [0, ...current[b].map((lp, t) => lp + 0.05 * Math.sin(3 * t + b))],
+    }));
     const refLogprobs = current.map((logprobs, b) => logprobs.map((lp, t) => lp - 0.1 * Math.cos(2 * t + b)));
     const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss.dataSync()[0]);
 
@@ -177,7 +192,10 @@ describe('BatchMatMul gradient (replaced in src/rl/gradients.ts)', () => {
         const b = tf.randomNormal(transposeB ? [...batch, 6, 5] : [...batch, 5, 6], 0, 1, 'float32', 2);
         const weights = tf.randomNormal([...batch, 4, 6], 0, 1, 'float32', 3);
         const flagged = tf.grads((x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.matMul(x, y, transposeA, transposeB), weights)))([a, b]);
-        const explicit = tf.grads((x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.matMul(transposeA ? swap(x) : x, transposeB ? swap(y) : y), weights)))([a, b]);
+        const explicit = tf.grads((x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.matMul(transposeA ? swap(x) : x, transposeB ? swap(y) : y), weights)))([
+          a,
+          b,
+        ]);
         flagged.forEach((grad, i) => {
           expect(grad.shape).toEqual(explicit[i].shape);
           expect(tf.max(tf.abs(tf.sub(grad, explicit[i]))).dataSync()[0]).toBeLessThan(1e-5);

@@ -35,7 +35,9 @@ async function sampleBatch(weights: ModelWeights, count: number): Promise<Traini
   try {
     const prompts = Array.from({ length: count }, (_, i) => prompt(i));
     const results = await Promise.all(
-      prompts.map((promptIds, i) => engine.generate({ promptIds, sampling: { maxTokens: 16, temperature: TEMPERATURE, topP: 1, seed: i, stopTokens: STOP_TOKENS } })),
+      prompts.map((promptIds, i) =>
+        engine.generate({ promptIds, sampling: { maxTokens: 16, temperature: TEMPERATURE, topP: 1, seed: i, stopTokens: STOP_TOKENS } }),
+      ),
     );
     return results.map(({ completionIds, logprobs }, i) => ({
       ids: [...prompts[i], ...completionIds],
@@ -77,7 +79,10 @@ describe('PolicyTrainer', () => {
     'sums share-weighted per-sequence losses (and so gradients) into exactly the minibatch loss (%s)',
     async (aggregation) => {
       // Off-policy behaviour logprobs, so ratios differ from 1 and some tokens clip.
-      const offPolicy = batch.map((s, b) => ({ ...s, behaviourLogprobs: s.behaviourLogprobs.map((lp, t) => (s.lossMask[t] ? lp + 0.3 * Math.sin(b + t) : 0)) }));
+      const offPolicy = batch.map((s, b) => ({
+        ...s,
+        behaviourLogprobs: s.behaviourLogprobs.map((lp, t) => (s.lossMask[t] ? lp + 0.3 * Math.sin(b + t) : 0)),
+      }));
       const weights = initWeights(config, 1);
       const lossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE, aggregation };
       const direct = tf.tidy(() => {

@@ -1,14 +1,11 @@
 import { decode, encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS, VOCAB_SIZE } from '../src/core/tokenizer';
 
 describe('byte-level tokenizer', () => {
-  it.each(['', 'left', 'Grid:\nS F F F\nF H F H', 'ünïcødé ✓ 漢字 🙂', '<|end|> is plain text here'])(
-    'round-trips %j exactly',
-    (text) => {
-      const ids = encode(text);
-      expect(ids.every((id) => id >= 0 && id < 256)).toBe(true);
-      expect(decode(ids)).toBe(text);
-    },
-  );
+  it.each(['', 'left', 'Grid:\nS F F F\nF H F H', 'ünïcødé ✓ 漢字 🙂', '<|end|> is plain text here'])('round-trips %j exactly', (text) => {
+    const ids = encode(text);
+    expect(ids.every((id) => id >= 0 && id < 256)).toBe(true);
+    expect(decode(ids)).toBe(text);
+  });
 
   it('keeps special tokens inside the vocabulary and out of decoded text', () => {
     for (const id of Object.values(SPECIAL_TOKENS)) expect(id).toBeLessThan(VOCAB_SIZE);

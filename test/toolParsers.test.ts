@@ -96,9 +96,7 @@ describe('qwen3-coder', () => {
   });
 
   test('malformed calls are errors', () => {
-    expect(qwenCoder('<tool_call>{"name": "bash"}</tool_call>').errors).toEqual([
-      'tool call 1: expected <function=NAME> at the start of the call',
-    ]);
+    expect(qwenCoder('<tool_call>{"name": "bash"}</tool_call>').errors).toEqual(['tool call 1: expected <function=NAME> at the start of the call']);
     expect(qwenCoder('<tool_call><function=bash>stray<parameter=a>1</parameter></function></tool_call>').errors).toEqual([
       'tool call 1: unexpected text between parameters of bash',
     ]);
@@ -199,8 +197,7 @@ const hang = defineTool({
   description: 'Never answers unless aborted.',
   input: z.object({}),
   timeoutMs: 50,
-  run: (_args, { signal }) =>
-    new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
+  run: (_args, { signal }) => new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
 });
 const boom = defineTool({
   name: 'boom',

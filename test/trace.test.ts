@@ -30,11 +30,17 @@ function tempDir(name: string): string {
 
 function traceFiles(dataDir: string, run: string): string[] {
   const dir = runLayout(dataDir, run).traceDir;
-  return readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort().map((f) => path.join(dir, f));
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.jsonl'))
+    .sort()
+    .map((f) => path.join(dir, f));
 }
 
 function lines(file: string): Record<string, unknown>[] {
-  return readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line));
 }
 
 /**
@@ -158,10 +164,10 @@ describe('trace recorder', () => {
         { activityType: 'sessionTurn', attempt: 2, workflowExecution: { workflowId: 'tools.g00000.t001', runId: 'r' } },
         { interceptors: [traceActivities(dataDir, 'env')], logger: new DefaultLogger('ERROR') },
       );
-      const results: unknown[] = await env.run(async () => [
+      const results: unknown[] = (await env.run(async () => [
         await runToolCall({ name: 'calculator', arguments: { expression: '6 * 7' } }, [calculatorTool], { defaultTimeoutMs: 1000 }),
         await runToolCall({ name: 'nope', arguments: {} }, [calculatorTool], { defaultTimeoutMs: 1000 }),
-      ]) as unknown[];
+      ])) as unknown[];
       expect(results[0]).toEqual({ ok: true, output: '42' });
       await expect(env.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
       await tracer.flush();
@@ -180,12 +186,12 @@ describe('trace recorder', () => {
     expect(tools.every((t) => t.p === step.id && t.cat === 'activity')).toBe(true);
     expect((tools[1].args as Record<string, unknown>).ok).toBe(false);
   });
-
 });
 
 describe('perfetto export', () => {
   const header = (role: string, pid: number) => ({ trajflowTrace: 1, role, run: 'm', host: 'h', pid, stamp: 's', file: 0, clock: 'epoch-us' });
-  const span = (name: string, cat: string, ts: number, dur: number, extra: Partial<TraceEvent> = {}): TraceEvent => ({ ph: 'X', name, cat, ts, dur, ...extra }) as TraceEvent;
+  const span = (name: string, cat: string, ts: number, dur: number, extra: Partial<TraceEvent> = {}): TraceEvent =>
+    ({ ph: 'X', name, cat, ts, dur, ...extra }) as TraceEvent;
 
   it('merges processes on one clock, packs overlapping spans onto lanes and nests children', () => {
     const segments: TraceSegment[] = [
@@ -244,7 +250,11 @@ describe('perfetto export', () => {
       {
         file: 'a',
         header: header('inference', 1),
-        events: [span('decode', 'engine', 1_000_000, 10), span('decode', 'engine', 3_000_000, 10), { ph: 'C', name: 'engine', ts: 1_000_000, args: { batch: 3 } }],
+        events: [
+          span('decode', 'engine', 1_000_000, 10),
+          span('decode', 'engine', 3_000_000, 10),
+          { ph: 'C', name: 'engine', ts: 1_000_000, args: { batch: 3 } },
+        ],
       },
     ];
     const { trace } = buildChromeTrace('m', segments, { fromS: 1, toS: 3 });
@@ -342,10 +352,33 @@ describe('trace of a short training run', () => {
     const spans = trace.traceEvents.filter((e) => e.ph === 'X');
     const named = (name: string) => spans.filter((e) => e.name === name);
     const stages = [
-      'training', 'controller', 'group', 'trajectory', 'queue wait',
-      'generate', 'sample', 'weights.load', 'weights.read', 'weights.apply', 'weights.swap', 'prefill', 'decode',
-      'env.reset', 'env.step', 'env.close', 'reward', 'record.trajectory', 'record.group',
-      'train.prepare', 'train.step', 'checkpoint.load', 'batch.load', 'forward/backward', 'optimizer', 'weights.publish', 'checkpoint.write',
+      'training',
+      'controller',
+      'group',
+      'trajectory',
+      'queue wait',
+      'generate',
+      'sample',
+      'weights.load',
+      'weights.read',
+      'weights.apply',
+      'weights.swap',
+      'prefill',
+      'decode',
+      'env.reset',
+      'env.step',
+      'env.close',
+      'reward',
+      'record.trajectory',
+      'record.group',
+      'train.prepare',
+      'train.step',
+      'checkpoint.load',
+      'batch.load',
+      'forward/backward',
+      'optimizer',
+      'weights.publish',
+      'checkpoint.write',
     ];
     expect(stages.filter((stage) => named(stage).length === 0)).toEqual([]);
     expect(named('trajectory')).toHaveLength(16);
@@ -359,7 +392,10 @@ describe('trace of a short training run', () => {
     // Children sit on their parent's lane, inside it.
     const enclosing = (child: ChromeEvent) =>
       spans
-        .filter((s) => s.cat === 'activity' && s !== child && s.pid === child.pid && s.tid === child.tid && s.ts! <= child.ts! && child.ts! + child.dur! <= s.ts! + s.dur!)
+        .filter(
+          (s) =>
+            s.cat === 'activity' && s !== child && s.pid === child.pid && s.tid === child.tid && s.ts! <= child.ts! && child.ts! + child.dur! <= s.ts! + s.dur!,
+        )
         .map((s) => s.name);
     for (const child of [...named('forward/backward'), ...named('optimizer'), ...named('batch.load')]) expect(enclosing(child)).toContain('train.step');
     for (const child of named('weights.publish')) expect(enclosing(child)).toEqual(expect.arrayContaining([expect.stringMatching(/^train\.(step|prepare)$/)]));
@@ -389,7 +425,9 @@ describe('trace of a short training run', () => {
     const rawSpans = raw.segments.flatMap((s) => s.events).filter((e) => e.ph === 'X').length;
     expect(summary.spans).toBe(rawSpans);
     if (process.env.TRAJFLOW_KEEP_TRACE) await fs.copyFile(out, process.env.TRAJFLOW_KEEP_TRACE);
-    console.log(`trace of ${runId}: ${files.length} files, ${summary.spans} spans, ${summary.counters} counter values, ${(summary.bytes / 1024).toFixed(0)} KiB exported\n` +
-      summary.groups.map((g) => `  ${g.name}: ${g.spans} spans on ${g.lanes} lanes, ${g.counters} counter values`).join('\n'));
+    console.log(
+      `trace of ${runId}: ${files.length} files, ${summary.spans} spans, ${summary.counters} counter values, ${(summary.bytes / 1024).toFixed(0)} KiB exported\n` +
+        summary.groups.map((g) => `  ${g.name}: ${g.spans} spans on ${g.lanes} lanes, ${g.counters} counter values`).join('\n'),
+    );
   });
 });

@@ -81,7 +81,12 @@ function fullInputs(policy: TensorWeights, sample: TrainingSample, refLogprobs?:
 }
 
 /** loss(minibatch) and its gradient per parameter as PolicyTrainer sums them: share_i * loss(sample i). */
-function minibatchGradients(policy: TensorWeights, samples: TrainingSample[], lossOf: (sample: TrainingSample, i: number) => tf.Scalar, aggregation: LossConfig['aggregation']) {
+function minibatchGradients(
+  policy: TensorWeights,
+  samples: TrainingSample[],
+  lossOf: (sample: TrainingSample, i: number) => tf.Scalar,
+  aggregation: LossConfig['aggregation'],
+) {
   const names = Object.keys(policy.params);
   const variables = names.map((name) => policy.params[name] as tf.Variable);
   let loss = 0;
@@ -147,7 +152,12 @@ describe.each([
       (sample, i) => policyLoss(lossInputs(policy, [sample], TEMPERATURE, refTrained && [refTrained[i]]), lossConfig).loss,
       lossConfig.aggregation,
     );
-    const full = minibatchGradients(policy, samples, (sample, i) => policyLoss(fullInputs(policy, sample, refFull?.[i]), lossConfig).loss, lossConfig.aggregation);
+    const full = minibatchGradients(
+      policy,
+      samples,
+      (sample, i) => policyLoss(fullInputs(policy, sample, refFull?.[i]), lossConfig).loss,
+      lossConfig.aggregation,
+    );
     if (reference) tf.dispose(Object.values(reference.params));
     expect(Math.abs(trained.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
     expectGradientsClose(trained.grads, full.grads);

@@ -56,7 +56,9 @@ describe('training run', () => {
 
       const curve = await readLearningCurve(config.dataDir, runId);
       expect(curve.map((m) => m.step)).toEqual([0, 1, 2]);
-      console.log(curve.map((m) => `step ${m.step}: success ${m.successRate.toFixed(3)}, loss ${m.loss.toFixed(5)}, grad norm ${m.gradNorm.toFixed(4)}`).join('\n'));
+      console.log(
+        curve.map((m) => `step ${m.step}: success ${m.successRate.toFixed(3)}, loss ${m.loss.toFixed(5)}, grad norm ${m.gradNorm.toFixed(4)}`).join('\n'),
+      );
       for (const m of curve) {
         expect(Number.isFinite(m.loss)).toBe(true);
         // beta > 0: the KL to the reference policy (version 0) is part of every step.
@@ -152,9 +154,7 @@ describe('training run', () => {
     logger.level = 'warn';
     const workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
     try {
-      const result = await withClient((client) =>
-        client.workflow.execute(trainingWorkflow, trainingStart(config, runId)),
-      );
+      const result = await withClient((client) => client.workflow.execute(trainingWorkflow, trainingStart(config, runId)));
       expect(result.version).toBe(4);
       const curve = await readLearningCurve(config.dataDir, runId);
       console.log(curve.map((m) => `step ${m.step}: staleness ${JSON.stringify(m.stalenessHistogram)}`).join('\n'));

@@ -24,7 +24,11 @@ const next = { messages: [{ role: 'user' as const, content: 'go' }], freshContex
 
 describe('training workflow with scripted activities', () => {
   it('admits each batch under the version that trains it, and trains a twice-signalled group once', async () => {
-    const { config, spec } = mockRun('wf-training', { agent: { maxTurns: 2 }, rollout: { groupSize: 2, maxConcurrency: 4 }, trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, weightSync: 'episode' } });
+    const { config, spec } = mockRun('wf-training', {
+      agent: { maxTurns: 2 },
+      rollout: { groupSize: 2, maxConcurrency: 4 },
+      trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, weightSync: 'episode' },
+    });
     const queue = spec.taskQueues.workflows;
     const input: TrainingInput = { ...spec, groupSize: 2, maxConcurrency: 4, trainer: config.trainer };
 
@@ -36,7 +40,15 @@ describe('training workflow with scripted activities', () => {
       async generate(request: GenerateInput): Promise<GenerateOutput> {
         generated.push(request);
         const version = request.policy?.minVersion ?? 0;
-        return { text: 'right', finishReason: 'stop', completionTokens: 2, contextTokens: 5, minPolicyVersion: version, maxPolicyVersion: version, activityMs: 1 };
+        return {
+          text: 'right',
+          finishReason: 'stop',
+          completionTokens: 2,
+          contextTokens: 5,
+          minPolicyVersion: version,
+          maxPolicyVersion: version,
+          activityMs: 1,
+        };
       },
       async openSession(_: OpenSessionInput) {
         return { sessionQueue: queue, activityMs: 1, next };
@@ -86,9 +98,16 @@ describe('training workflow with scripted activities', () => {
       [0, 0, [`${spec.runId}.g00000`]],
       [1, 1, [`${spec.runId}.g00001`]],
     ]);
-    expect(trained[0].groups[0]).toMatchObject({ trajectoryIds: [`${spec.runId}.g00000.t000`, `${spec.runId}.g00000.t001`], rewards: [1, 0], solved: [true, false], turns: [1, 2] });
+    expect(trained[0].groups[0]).toMatchObject({
+      trajectoryIds: [`${spec.runId}.g00000.t000`, `${spec.runId}.g00000.t001`],
+      rewards: [1, 0],
+      solved: [true, false],
+      turns: [1, 2],
+    });
     // maxStaleness 0: group 1's trajectories were admitted only once version 1 was published.
-    const versionsByGroup = (group: string) => [...new Set(generated.filter((g) => g.trajectoryId.startsWith(`${spec.runId}.${group}.`)).map((g) => g.policy?.minVersion))];
+    const versionsByGroup = (group: string) => [
+      ...new Set(generated.filter((g) => g.trajectoryId.startsWith(`${spec.runId}.${group}.`)).map((g) => g.policy?.minVersion)),
+    ];
     expect(versionsByGroup('g00000')).toEqual([0]);
     expect(versionsByGroup('g00001')).toEqual([1]);
   });

@@ -23,11 +23,25 @@ const next = (text: string) => ({ messages: [{ role: 'user' as const, content: t
  * answer; sessions are held on `sessionQueue`.
  */
 function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput, call: number) => Promise<TurnOutcome> | TurnOutcome) {
-  const calls = { generate: [] as GenerateInput[], openSession: [] as OpenSessionInput[], sessionTurn: [] as SessionTurnInput[], closeSession: [] as string[], recorded: [] as TrajectorySummary[] };
+  const calls = {
+    generate: [] as GenerateInput[],
+    openSession: [] as OpenSessionInput[],
+    sessionTurn: [] as SessionTurnInput[],
+    closeSession: [] as string[],
+    recorded: [] as TrajectorySummary[],
+  };
   const activities = {
     async generate(input: GenerateInput): Promise<GenerateOutput> {
       calls.generate.push(input);
-      return { text: `a${input.turn}`, finishReason: 'stop', completionTokens: 3, contextTokens: 10 * (input.turn + 1), minPolicyVersion: 0, maxPolicyVersion: 0, activityMs: 1 };
+      return {
+        text: `a${input.turn}`,
+        finishReason: 'stop',
+        completionTokens: 3,
+        contextTokens: 10 * (input.turn + 1),
+        minPolicyVersion: 0,
+        maxPolicyVersion: 0,
+        activityMs: 1,
+      };
     },
     async openSession(input: OpenSessionInput) {
       calls.openSession.push(input);
@@ -50,7 +64,13 @@ function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput
   return { calls, activities };
 }
 
-const stepped = (reward: number, done: boolean, info: Record<string, unknown> = {}): TurnOutcome => ({ kind: 'stepped', reward, done, info, ...(done ? {} : { next: next('go on') }) });
+const stepped = (reward: number, done: boolean, info: Record<string, unknown> = {}): TurnOutcome => ({
+  kind: 'stepped',
+  reward,
+  done,
+  info,
+  ...(done ? {} : { next: next('go on') }),
+});
 
 async function runTrajectory(name: string, script: Parameters<typeof scriptedActivities>[1], agent: Record<string, unknown> = {}) {
   const { spec } = mockRun(name, { agent: { maxTurns: 4, ...agent }, reward: { formatWeight: 0.5 } });
@@ -72,10 +92,24 @@ describe('trajectory workflow with scripted activities', () => {
     const { summary, attributes, calls, trajectoryId } = await runTrajectory('wf-ends', (input) =>
       input.turn === 0 ? { kind: 'invalid', error: 'no action', next: next('try again') } : stepped(1, true, { outcome: 'goal' }),
     );
-    expect(summary).toMatchObject({ status: 'ended', reason: 'episode ended: goal', turns: 2, envSteps: 1, invalidActions: 1, envReturn: 1, completionTokens: 6, envRestores: 0, minPolicyVersion: 0, maxPolicyVersion: 0 });
+    expect(summary).toMatchObject({
+      status: 'ended',
+      reason: 'episode ended: goal',
+      turns: 2,
+      envSteps: 1,
+      invalidActions: 1,
+      envReturn: 1,
+      completionTokens: 6,
+      envRestores: 0,
+      minPolicyVersion: 0,
+      maxPolicyVersion: 0,
+    });
     // envReturn 1 + formatWeight 0.5 x (1 of 2 answers parsed).
     expect(summary.reward).toBe(1.25);
-    expect(calls.sessionTurn.map((t) => [t.turn, t.text])).toEqual([[0, 'a0'], [1, 'a1']]);
+    expect(calls.sessionTurn.map((t) => [t.turn, t.text])).toEqual([
+      [0, 'a0'],
+      [1, 'a1'],
+    ]);
     expect(calls.generate.map((g) => g.messages[0].content)).toEqual(['start after 0 answers', 'try again']);
     expect(calls.closeSession).toEqual([`${trajectoryId}.s0`]);
     expect(calls.recorded).toEqual([summary]);
@@ -119,7 +153,12 @@ describe('trajectory workflow with scripted activities', () => {
 
   it('an environment failure fails the trajectory with its reason, and still closes and records it', async () => {
     const { summary, calls, trajectoryId } = await runTrajectory('wf-env-failure', (input) => {
-      if (input.turn === 1) throw ApplicationFailure.create({ type: EPISODE_FAILURES.environment, message: 'environment "x": step 1 failed: simulator crashed', nonRetryable: true });
+      if (input.turn === 1)
+        throw ApplicationFailure.create({
+          type: EPISODE_FAILURES.environment,
+          message: 'environment "x": step 1 failed: simulator crashed',
+          nonRetryable: true,
+        });
       return stepped(0, false);
     });
     expect(summary).toMatchObject({ status: 'failed', reason: 'environment "x": step 1 failed: simulator crashed', turns: 2, envSteps: 1 });

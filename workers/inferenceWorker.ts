@@ -4,7 +4,6 @@
  * worker takes many activities at once (at least two batches' worth, so the engine never waits
  * for the next request to arrive).
  */
-import path from 'node:path';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createInferenceActivities } from '../activities/inference';
@@ -20,6 +19,7 @@ import { traceActivities } from '../src/trace/activityInterceptor';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { meterActivities } from '../src/metrics/activityMetrics';
 import { taskQueuesFor } from './taskQueues';
+import { enginesDir } from '../src/store/runLayout';
 
 export interface InferenceWorker {
   worker: Worker;
@@ -35,7 +35,14 @@ export async function createInferenceWorker(
   logger: Logger,
 ): Promise<InferenceWorker> {
   const checkpoints = new CheckpointStore(config.dataDir);
-  const activities = createInferenceActivities({ provider, store, checkpoints, maxContext: config.model.maxContext, compatibility: compatibilityOf(config, buildId()), logger });
+  const activities = createInferenceActivities({
+    provider,
+    store,
+    checkpoints,
+    maxContext: config.model.maxContext,
+    compatibility: compatibilityOf(config, buildId()),
+    logger,
+  });
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,
@@ -44,6 +51,6 @@ export async function createInferenceWorker(
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
     interceptors: { activity: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')] },
   });
-  const stats = engineStatsReporter(provider, path.join(config.dataDir, 'engines'));
+  const stats = engineStatsReporter(provider, enginesDir(config.dataDir));
   return { worker, provider, stats };
 }

@@ -53,7 +53,8 @@ export interface StartOptions {
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
   const { prometheusPort, host } = config.metrics ?? {};
-  const temporalMetricsAddress = prometheusPort === undefined ? undefined : `${host ?? '127.0.0.1'}:${config.metrics?.temporalPrometheusPort ?? prometheusPort + 1}`;
+  const temporalMetricsAddress =
+    prometheusPort === undefined ? undefined : `${host ?? '127.0.0.1'}:${config.metrics?.temporalPrometheusPort ?? prometheusPort + 1}`;
   const sdkMetrics = installTemporalLogging(logger, { prometheusBindAddress: temporalMetricsAddress });
   if (temporalMetricsAddress && !sdkMetrics) logger.warn('the Temporal runtime was set up earlier in this process: its SDK metrics are not exported');
   // Before the engine starts: its thread records only if tracing is on (config `trace`).
@@ -85,7 +86,11 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
       metrics.set('trajflow_engine_waiting_sequences', {}, s.waiting);
       metrics.set('trajflow_engine_policy_version', {}, s.policyVersion);
     });
-    cleanups.push(removeCollector, () => inference.stats.stop(), () => provider.close());
+    cleanups.push(
+      removeCollector,
+      () => inference.stats.stop(),
+      () => provider.close(),
+    );
   }
   // Env workers hold episode sessions; workflow workers hold those of `env.sessions: local` runs.
   if (has('env') || has('workflows')) {
@@ -93,7 +98,10 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     if (has('env')) workers.push(...(await createEnvWorkers(config, connection, sessionHost, logger.child({ role: 'env' }))));
     if (has('workflows')) workers.push(await createWorkflowWorker(config, connection, sessionHost));
     sessionHost.busy.start();
-    cleanups.push(() => sessionHost.sessions.closeAll(), () => sessionHost.busy.stop());
+    cleanups.push(
+      () => sessionHost.sessions.closeAll(),
+      () => sessionHost.busy.stop(),
+    );
   }
   if (has('trainer')) workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
 

@@ -20,7 +20,14 @@ export async function createTrainerWorker(config: RunConfig, connection: NativeC
     connection,
     namespace: config.temporal.namespace,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
-    activities: createTrainerActivities({ model: config.model, compatibility: compatibilityOf(config, buildId()), store, checkpoints: new CheckpointStore(config.dataDir), dataDir: config.dataDir, logger }),
+    activities: createTrainerActivities({
+      model: config.model,
+      compatibility: compatibilityOf(config, buildId()),
+      store,
+      checkpoints: new CheckpointStore(config.dataDir),
+      dataDir: config.dataDir,
+      logger,
+    }),
     maxConcurrentActivityTaskExecutions: 1,
     interceptors: { activity: [traceActivities(config.dataDir, 'trainer'), meterActivities('trainer')] },
   });

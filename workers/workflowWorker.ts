@@ -21,9 +21,7 @@ export async function createWorkflowWorker(config: RunConfig, connection: Native
     connection,
     namespace: config.temporal.namespace,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
-    ...(bundlePath
-      ? { workflowBundle: { codePath: bundlePath } }
-      : { workflowsPath: require.resolve('../workflows') }),
+    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
     interceptors: { ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }), activity: sessionHost.activityInterceptors },
     // Local activities only: sessions of `env.sessions: local` trajectories.
     activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities },

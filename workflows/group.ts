@@ -3,14 +3,7 @@
  * trajectory slots one by one; the group starts a child trajectory per slot, frees the slot the
  * moment that trajectory ends, and once all G have ended scores and records the group.
  */
-import {
-  condition,
-  getExternalWorkflowHandle,
-  proxyActivities,
-  setHandler,
-  startChild,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { condition, getExternalWorkflowHandle, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import type { EnvActivities } from '../activities/environment';
 import { summarizeGroup, TrajectoryOutcome } from '../src/core/groupStats';
 import { trajectoryIdOf } from '../src/core/ids';

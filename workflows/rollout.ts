@@ -29,7 +29,12 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
   // Trace counters (no history events: a sink, skipped on replay), recorded when they change.
   const traceCounter = counterTracker();
   const trace = (blocked: boolean) =>
-    traceCounter(input.runId, 'rollout', { in_flight: status.trajectoriesInFlight, admission_blocked: blocked ? 1 : 0, blocked_total: status.admissionBlocked, policy_version: status.policyVersion });
+    traceCounter(input.runId, 'rollout', {
+      in_flight: status.trajectoriesInFlight,
+      admission_blocked: blocked ? 1 : 0,
+      blocked_total: status.admissionBlocked,
+      policy_version: status.policyVersion,
+    });
   while (!controller.done) {
     await controller.admit();
     trace(controller.countBlocked());

@@ -4,14 +4,7 @@
  * all of its slots; groups report freed slots and their end by signal, and in a training run the
  * trainer stops admission and announces published policy versions.
  */
-import {
-  getExternalWorkflowHandle,
-  log,
-  ParentClosePolicy,
-  setHandler,
-  startChild,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { getExternalWorkflowHandle, log, ParentClosePolicy, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { admissionAllowance } from '../src/core/admission';
 import { groupIdOf } from '../src/core/ids';
 import { solvedOf } from '../src/core/groupStats';
@@ -217,17 +210,19 @@ export class RolloutController {
       workflowId: groupId,
       taskQueue: input.taskQueues.workflows,
       parentClosePolicy: ParentClosePolicy.ABANDON,
-      args: [{
-        ...episodeSpec(input),
-        groupId,
-        groupIndex,
-        groupSize: input.groupSize,
-        envSeed: envSeedOf(input.runSeed, groupIndex),
-        controllerId: workflowInfo().workflowId,
-        initialAdmits: count,
-        policyVersion: this.slotVersion(),
-        weightSync: input.training?.weightSync,
-      }],
+      args: [
+        {
+          ...episodeSpec(input),
+          groupId,
+          groupIndex,
+          groupSize: input.groupSize,
+          envSeed: envSeedOf(input.runSeed, groupIndex),
+          controllerId: workflowInfo().workflowId,
+          initialAdmits: count,
+          policyVersion: this.slotVersion(),
+          weightSync: input.training?.weightSync,
+        },
+      ],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: input.runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'group' },

@@ -7,15 +7,7 @@
  * only into a train step, and a train step is an idempotent activity keyed by its step number, so
  * retries and continue-as-new never train a group twice or skip one.
  */
-import {
-  getExternalWorkflowHandle,
-  log,
-  ParentClosePolicy,
-  proxyActivities,
-  setHandler,
-  startChild,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { getExternalWorkflowHandle, log, ParentClosePolicy, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import { groupIdOf, rolloutIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
@@ -120,7 +112,14 @@ export class TrainingRun {
   async preparePolicy(): Promise<void> {
     const { input } = this;
     const prepared = await untilMatchingWorker('policy preparation', () =>
-      this.activities.preparePolicy({ runId: input.runId, trainer: input.trainer, temperature: input.sampling.temperature, env: input.env, agent: input.agent, compatibility: input.compatibility }),
+      this.activities.preparePolicy({
+        runId: input.runId,
+        trainer: input.trainer,
+        temperature: input.sampling.temperature,
+        env: input.env,
+        agent: input.agent,
+        compatibility: input.compatibility,
+      }),
     );
     this.state.version = prepared.version;
     this.state.step = prepared.step;
@@ -134,20 +133,22 @@ export class TrainingRun {
       workflowId: this.controllerId,
       taskQueue: input.taskQueues.workflows,
       parentClosePolicy: ParentClosePolicy.ABANDON,
-      args: [{
-        ...episodeSpec(input),
-        groups: (trainer.steps - state.step) * trainer.batchGroups,
-        firstGroupIndex: state.step * trainer.batchGroups,
-        groupSize: input.groupSize,
-        maxConcurrency: input.maxConcurrency,
-        training: {
-          trainerWorkflowId: workflowInfo().workflowId,
-          batchTrajectories: trainer.batchGroups * input.groupSize,
-          maxStaleness: trainer.maxStaleness,
-          weightSync: trainer.weightSync,
-          initialVersion: state.version,
+      args: [
+        {
+          ...episodeSpec(input),
+          groups: (trainer.steps - state.step) * trainer.batchGroups,
+          firstGroupIndex: state.step * trainer.batchGroups,
+          groupSize: input.groupSize,
+          maxConcurrency: input.maxConcurrency,
+          training: {
+            trainerWorkflowId: workflowInfo().workflowId,
+            batchTrajectories: trainer.batchGroups * input.groupSize,
+            maxStaleness: trainer.maxStaleness,
+            weightSync: trainer.weightSync,
+            initialVersion: state.version,
+          },
         },
-      }],
+      ],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: input.runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
@@ -184,7 +185,16 @@ export class TrainingRun {
       this.queuedAt.delete(id);
     }
     const result = await untilMatchingWorker(`train step ${state.step}`, () =>
-      this.activities.trainStep({ runId: input.runId, step: state.step, baseVersion: state.version, groups: batch, trainer: input.trainer, temperature: input.sampling.temperature, runStartedAt: state.startedAt, compatibility: input.compatibility }),
+      this.activities.trainStep({
+        runId: input.runId,
+        step: state.step,
+        baseVersion: state.version,
+        groups: batch,
+        trainer: input.trainer,
+        temperature: input.sampling.temperature,
+        runStartedAt: state.startedAt,
+        compatibility: input.compatibility,
+      }),
     );
     state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
     state.trained.push(...batch.map((g) => g.groupId));
@@ -227,4 +237,3 @@ export class TrainingRun {
     }
   }
 }
-

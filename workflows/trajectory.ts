@@ -48,7 +48,9 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     { key: SEARCH_ATTRIBUTES.turns, value: turns },
     { key: SEARCH_ATTRIBUTES.policyVersion, value: summary.maxPolicyVersion },
   ]);
-  setCurrentDetails(`${summary.status}: ${summary.reason}; reward ${reward}, ${turns} turns, ${summary.envSteps} env steps, ${invalidActions} unparseable answers`);
+  setCurrentDetails(
+    `${summary.status}: ${summary.reason}; reward ${reward}, ${turns} turns, ${summary.envSteps} env steps, ${invalidActions} unparseable answers`,
+  );
   return summary;
 }
 

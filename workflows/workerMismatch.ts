@@ -21,7 +21,9 @@ export async function untilMatchingWorker<T>(what: string, call: () => Promise<T
       return await call();
     } catch (err) {
       if (!isWorkerMismatch(err)) throw err;
-      log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, { reason: (activityCause(err) as ApplicationFailure).message });
+      log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, {
+        reason: (activityCause(err) as ApplicationFailure).message,
+      });
       await sleep(ASK_AGAIN_AFTER);
     }
   }

@@ -3,9 +3,11 @@
  * summaries. Token arrays live only here, in the store; workflows pass ids and small summaries.
  */
 import type { ChatMessage } from './tokenizer';
-import type { FinishReason } from '../inference/provider';
 
 /** One model call of a trajectory, exactly as sampled. */
+/** Why generation stopped: a stop token, the token budget, or a full context window. */
+export type FinishReason = 'stop' | 'length' | 'context';
+
 export interface TurnRecord {
   trajectoryId: string;
   turn: number;

@@ -24,9 +24,7 @@ export const SPECIAL_TOKENS = {
 /** 256 byte ids + the specials, rounded up to a multiple of 8 for friendlier matrix shapes. */
 export const VOCAB_SIZE = 264;
 
-const SPECIAL_NAMES: Record<number, string> = Object.fromEntries(
-  Object.entries(SPECIAL_TOKENS).map(([name, id]) => [id, `<|${name}|>`]),
-);
+const SPECIAL_NAMES: Record<number, string> = Object.fromEntries(Object.entries(SPECIAL_TOKENS).map(([name, id]) => [id, `<|${name}|>`]));
 
 export type Role = 'system' | 'user' | 'assistant' | 'tool';
 
@@ -87,16 +85,9 @@ export function renderConversationStart(messages: readonly ChatMessage[]): numbe
  * message if the model did not (it hit its token limit), then the new messages, then
  * `<|assistant|>`. These are template/environment tokens: loss mask 0.
  */
-export function renderContinuation(
-  previousCompletion: readonly number[],
-  messages: readonly ChatMessage[],
-): number[] {
+export function renderContinuation(previousCompletion: readonly number[], messages: readonly ChatMessage[]): number[] {
   const closed = previousCompletion[previousCompletion.length - 1] === SPECIAL_TOKENS.end;
-  return [
-    ...(closed ? [] : [SPECIAL_TOKENS.end]),
-    ...messages.flatMap(renderMessage),
-    SPECIAL_TOKENS.assistant,
-  ];
+  return [...(closed ? [] : [SPECIAL_TOKENS.end]), ...messages.flatMap(renderMessage), SPECIAL_TOKENS.assistant];
 }
 
 /** Token ids at which generation stops. */

@@ -8,7 +8,8 @@
  * training never draws them, evaluation draws only them.
  */
 import { z } from 'zod';
-import { createRng, hashString, type Rng } from '../core/random';
+import { isHeldOut } from '../core/heldOut';
+import { createRng, type Rng } from '../core/random';
 import type { InstancePool, PluginApi } from '../plugins/types';
 import { validateRewardSpec, type RewardSpec } from '../rewards/registry';
 import { calculatorTool } from '../tools/calculator';
@@ -78,7 +79,7 @@ const MAX_DRAWS = 10_000;
 
 /** Whether an expression belongs to the held-out share: a fixed function of the expression alone. */
 export function isHeldOutTask(expression: string, share: number): boolean {
-  return hashString(expression) / 2 ** 32 < share;
+  return isHeldOut(expression, share);
 }
 
 /**

@@ -14,7 +14,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { createRng, hashString, type Rng } from '../core/random';
+import { isHeldOut } from '../core/heldOut';
+import { createRng, type Rng } from '../core/random';
 import type { InstancePool, PluginApi } from '../plugins/types';
 import { BashSandbox, probeConfinement, type BashResult, type BashSandboxOptions } from '../sandbox/bash';
 import { defineTool, type Tool } from '../tools/tool';
@@ -32,7 +33,10 @@ const positiveInt = z.number().int().positive();
 export const BashTerminalOptionsSchema = z
   .strictObject({
     /** Task families to draw from (default all), each equally likely. */
-    families: z.array(z.enum(BASH_FAMILIES)).min(1).default([...BASH_FAMILIES]),
+    families: z
+      .array(z.enum(BASH_FAMILIES))
+      .min(1)
+      .default([...BASH_FAMILIES]),
     /** A command running longer is killed with everything it started. */
     commandTimeoutMs: positiveInt.default(5000),
     /** Per stream: stdout and stderr are each cut after this many bytes. */
@@ -111,7 +115,11 @@ function textLine(rng: Rng): string {
 
 /** `count` .txt files named from NAMES (stems in `taken` excluded), each holding a line. */
 function fillerFiles(rng: Rng, taken: readonly string[], count: number): Files {
-  const stems = sample(rng, NAMES.filter((n) => !taken.includes(n)), count);
+  const stems = sample(
+    rng,
+    NAMES.filter((n) => !taken.includes(n)),
+    count,
+  );
   return Object.fromEntries(stems.map((stem) => [`${stem}.txt`, textLine(rng)]));
 }
 
@@ -198,7 +206,7 @@ const FAMILIES: Record<BashFamily, Family> = {
 
 /** Whether a task belongs to the held-out (evaluation-only) share: a fixed function of its id. */
 export function isHeldOutTask(id: string, share: number): boolean {
-  return hashString(id) / 2 ** 32 < share;
+  return isHeldOut(id, share);
 }
 
 /** Redraws before giving up: even a 0.5 share leaves ~0.5 odds per draw, so this never runs out. */

@@ -11,7 +11,8 @@
  * and reach the same states. The module is pure too, so the agent may import its constants inside
  * the workflow sandbox.
  */
-import { createRng, hashString, type Rng } from '../core/random';
+import { isHeldOut } from '../core/heldOut';
+import { createRng, type Rng } from '../core/random';
 import type { Environment, StepResult } from './environment';
 
 /** Action names, indexed by action id. */
@@ -87,7 +88,7 @@ export interface HeldOutSplit {
 
 /** Whether a layout belongs to the held-out share: a fixed function of the layout alone. */
 export function isHeldOutMap(grid: readonly string[], share: number): boolean {
-  return hashString(grid.join('\n')) / 2 ** 32 < share;
+  return isHeldOut(grid.join('\n'), share);
 }
 
 function inPool(grid: readonly string[], split: HeldOutSplit | undefined): boolean {
@@ -109,9 +110,7 @@ export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZ
     return rng() < pFrozen ? 'F' : 'H';
   };
   for (let attempt = 0; attempt < MAX_MAP_ATTEMPTS; attempt++) {
-    const grid = Array.from({ length: size }, (_, row) =>
-      Array.from({ length: size }, (_, col) => cell(row, col)).join(''),
-    );
+    const grid = Array.from({ length: size }, (_, row) => Array.from({ length: size }, (_, col) => cell(row, col)).join(''));
     if (isSolvable(grid) && inPool(grid, heldOut)) return grid;
   }
   const pool = heldOut ? ` in the ${heldOut.pool} pool (held-out share ${heldOut.share})` : '';
@@ -206,8 +205,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
 
     // Reaching G or H on the last allowed step counts as that outcome, not as a truncation.
     const cell = this.grid[this.row][this.col];
-    const outcome: FrozenLakeOutcome =
-      cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
+    const outcome: FrozenLakeOutcome = cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
     this.running = outcome === 'running';
     const { holePenalty = 0 } = this.options;
     return {

@@ -30,7 +30,12 @@ export class GymnasiumAdapter<Obs, Act> extends BaseEnvironment<Obs, Act> {
 
   async step(action: Act): Promise<StepResult<Obs>> {
     const [observation, reward, terminated, truncated, info] = await this.env.step(action);
-    return { observation, reward, done: terminated || truncated, info: { ...info, truncated, outcome: terminated ? 'terminated' : truncated ? 'truncated' : 'running' } };
+    return {
+      observation,
+      reward,
+      done: terminated || truncated,
+      info: { ...info, truncated, outcome: terminated ? 'terminated' : truncated ? 'truncated' : 'running' },
+    };
   }
 
   override async close(): Promise<void> {

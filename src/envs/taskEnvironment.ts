@@ -26,10 +26,7 @@ export interface ToolResultRecord {
   content: string;
 }
 
-export type TaskObservation =
-  | { kind: 'task'; prompt: string }
-  | { kind: 'tool_results'; results: ToolResultRecord[] }
-  | { kind: 'done'; reward: number };
+export type TaskObservation = { kind: 'task'; prompt: string } | { kind: 'tool_results'; results: ToolResultRecord[] } | { kind: 'done'; reward: number };
 
 /** How an answer is scored: a registered reward spec, or a function of the task and the answer. */
 export type AnswerScorer<T extends Task> = RewardSpec | ((task: T, answer: string) => number | Promise<number>);

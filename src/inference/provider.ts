@@ -5,6 +5,9 @@
  * Token-in/token-out: a request carries prompt token ids and a response carries the sampled ids
  * with their logprobs, so nothing is ever re-tokenized.
  */
+import type { FinishReason } from '../core/records';
+
+export type { FinishReason } from '../core/records';
 
 export interface SamplingParams {
   /** Most tokens to sample for this call. */
@@ -23,8 +26,6 @@ export interface GenerateRequest {
   promptIds: readonly number[];
   sampling: SamplingParams;
 }
-
-export type FinishReason = 'stop' | 'length' | 'context';
 
 export interface GenerateResult {
   completionIds: number[];

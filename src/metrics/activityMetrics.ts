@@ -8,7 +8,17 @@ import type { BusyTracker } from './busy';
 import { metrics as registry, type MetricsRegistry } from './prometheus';
 
 interface StepResult {
-  metrics?: { step?: number; rewardMean?: number; successRate?: number; loss?: number; tokens?: number; stalenessMax?: number; trainerIdleFraction?: number; engineBusyFraction?: number; envBusyFraction?: number };
+  metrics?: {
+    step?: number;
+    rewardMean?: number;
+    successRate?: number;
+    loss?: number;
+    tokens?: number;
+    stalenessMax?: number;
+    trainerIdleFraction?: number;
+    engineBusyFraction?: number;
+    envBusyFraction?: number;
+  };
 }
 
 const STEP_GAUGES = [

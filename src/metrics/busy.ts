@@ -7,7 +7,6 @@
 import { readSnapshots, SnapshotReporter, type Snapshot } from './snapshots';
 
 /** Where they publish (named in the data layout; exported here for the workers that import it). */
-export { envWorkersDir } from '../store/runLayout';
 
 export interface BusyStats {
   /** Milliseconds since the tracker started, and of those, with at least one activity running. */

@@ -39,6 +39,8 @@ export class SnapshotReporter<T extends object> {
 /** Every worker's latest snapshot in `dir` (none if the directory does not exist yet). */
 export async function readSnapshots<T>(dir: string): Promise<Snapshot<T>[]> {
   const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const snapshots: (Snapshot<T> | undefined)[] = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readJson<Snapshot<T>>(path.join(dir, n))));
+  const snapshots: (Snapshot<T> | undefined)[] = await Promise.all(
+    names.filter((n) => n.endsWith('.json')).map((n) => readJson<Snapshot<T>>(path.join(dir, n))),
+  );
   return snapshots.filter((s) => s !== undefined) as Snapshot<T>[];
 }

@@ -127,7 +127,8 @@ export class BatchingEngine {
     this.weights = toTensorWeights(weights);
     this.policyVersion = version;
     disposeTensorWeights(previous);
-    if (tracer.enabled) tracer.complete('weights.swap', perfToUs(started), perfToUs(performance.now()), { cat: 'engine', role: 'inference', attrs: { version } });
+    if (tracer.enabled)
+      tracer.complete('weights.swap', perfToUs(started), perfToUs(performance.now()), { cat: 'engine', role: 'inference', attrs: { version } });
   }
 
   stats(): EngineTimings {
@@ -183,7 +184,11 @@ export class BatchingEngine {
       this.counters.prefillMs += ended - started;
       this.counters.prefillTokens += sequence.request.promptIds.length;
       if (tracer.enabled) {
-        tracer.complete('prefill', perfToUs(started), perfToUs(ended), { cat: 'engine', role: 'inference', attrs: { tokens: sequence.request.promptIds.length } });
+        tracer.complete('prefill', perfToUs(started), perfToUs(ended), {
+          cat: 'engine',
+          role: 'inference',
+          attrs: { tokens: sequence.request.promptIds.length },
+        });
       }
     }
   }

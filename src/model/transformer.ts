@@ -69,7 +69,12 @@ export function targetLogprobs(weights: TensorWeights, ids: readonly number[], p
   const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
   if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
   const { hidden } = forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions);
-  const picked = headLogprobs(weights, hidden, positions.map((t) => ids[t + 1]), temperature); // [K]
+  const picked = headLogprobs(
+    weights,
+    hidden,
+    positions.map((t) => ids[t + 1]),
+    temperature,
+  ); // [K]
   // [1, n-1] = picked^T S: picked[k] at positions[k], 0 elsewhere
   return tf.reshape(tf.matMul(tf.reshape(picked, [1, positions.length]), oneHot(positions, ids.length - 1)), [ids.length - 1]);
 }
@@ -174,13 +179,21 @@ function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float
  * not; one 1 per row, so the picked rows are exact). Earlier blocks need every row: the next
  * block's keys and values read them all.
  */
-function forwardSequence(weights: TensorWeights, ids: readonly number[], outputs?: readonly number[]): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
+function forwardSequence(
+  weights: TensorWeights,
+  ids: readonly number[],
+  outputs?: readonly number[],
+): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
   const { vocabSize, dModel: D, nLayers, nHeads } = weights.config;
   const T = ids.length;
   assertSequence(weights.config, ids);
   // Token embedding as oneHot(ids) E rather than a gather, which has no gradient on wasm.
   let x = tf.add(tf.matMul(oneHot(ids, vocabSize), param(weights, 'embed.tokens')), tf.slice(param(weights, 'embed.positions'), [0, 0], [T, D]));
-  const masks = causalMasks(Array.from({ length: T }, (_, i) => i), T, nHeads);
+  const masks = causalMasks(
+    Array.from({ length: T }, (_, i) => i),
+    T,
+    nHeads,
+  );
   // What the last block needs for the `outputs` rows alone: their selection S and their masks.
   const outputRows = outputs && { select: oneHot(outputs, T), masks: causalMasks(outputs, T, nHeads) };
   const keys: tf.Tensor[] = [];

@@ -300,6 +300,6 @@ async function readCheckpoint(file: string): Promise<Buffer> {
   try {
     return await readFile(file);
   } catch (err) {
-    throw new Error(`checkpoint ${file}: cannot read (${(err as Error).message})`);
+    throw new Error(`checkpoint ${file}: cannot read (${(err as Error).message})`, { cause: err });
   }
 }

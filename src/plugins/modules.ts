@@ -23,14 +23,14 @@ export function loadPluginModules(modules: readonly string[]): void {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       exports = require(file);
     } catch (err) {
-      throw new Error(`cannot load module ${file}: ${(err as Error).message}`);
+      throw new Error(`cannot load module ${file}: ${(err as Error).message}`, { cause: err });
     }
     const register = (exports.register ?? exports.default?.register) as ((api: PluginApi) => void) | undefined;
     if (typeof register !== 'function') throw new Error(`module ${file} exports no register(trajflow) function`);
     try {
       register(pluginApi);
     } catch (err) {
-      throw new Error(`module ${file}: register failed: ${(err as Error).message}`);
+      throw new Error(`module ${file}: register failed: ${(err as Error).message}`, { cause: err });
     }
     loaded.add(file);
   }

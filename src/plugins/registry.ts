@@ -80,7 +80,11 @@ export function validateEnvConfig(config: EnvConfig): EnvConfig {
   const definition = lookup('environment', environments, config.name);
   const options = parseOptions('env', definition.options, config, ENV_KEYS) as Record<string, unknown>;
   if (Array.isArray(options.tools)) {
-    const problems = options.tools.flatMap((name, i) => (typeof name === 'string' && tools.has(name) ? [] : [`env.tools.${i}: unknown tool ${JSON.stringify(name)}; known tools: ${[...tools.keys()].sort().join(', ')}`]));
+    const problems = options.tools.flatMap((name, i) =>
+      typeof name === 'string' && tools.has(name)
+        ? []
+        : [`env.tools.${i}: unknown tool ${JSON.stringify(name)}; known tools: ${[...tools.keys()].sort().join(', ')}`],
+    );
     if (problems.length > 0) throw new OptionsError(problems);
   }
   return { ...pick(config, ENV_KEYS), ...options } as EnvConfig;

@@ -182,7 +182,11 @@ function noData(scene: Scene, plot: Frame['plot'], message = 'no data for this c
 function lineScene(spec: LineChart): Scene {
   const { shapes, plot } = frame(spec);
   const scene: Scene = { width: WIDTH, height: HEIGHT, background: '#ffffff', title: spec.title, shapes };
-  const series = spec.series.map((s, i) => ({ ...s, color: s.color ?? PALETTE[i % PALETTE.length], points: s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y)) }));
+  const series = spec.series.map((s, i) => ({
+    ...s,
+    color: s.color ?? PALETTE[i % PALETTE.length],
+    points: s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y)),
+  }));
   const all = series.flatMap((s) => s.points);
   if (all.length === 0) {
     shapes.push(...axesLines(plot));
@@ -207,7 +211,12 @@ function lineScene(spec: LineChart): Scene {
     if (!s.markers || points.length > 1) shapes.push({ kind: 'polyline', points, color: s.color, width: 2 });
     if (s.markers) for (const [cx, cy] of points) shapes.push({ kind: 'circle', cx, cy, r: 4, fill: s.color });
   }
-  return finish(scene, plot, series.map((s) => ({ name: s.name, color: s.color, marker: s.markers })), spec.note);
+  return finish(
+    scene,
+    plot,
+    series.map((s) => ({ name: s.name, color: s.color, marker: s.markers })),
+    spec.note,
+  );
 }
 
 function barScene(spec: BarChart): Scene {
@@ -219,7 +228,9 @@ function barScene(spec: BarChart): Scene {
     shapes.push(...axesLines(plot));
     return finish(noData(scene, plot, spec.empty), plot, [], spec.note);
   }
-  const tops = spec.categories.map((_, i) => (spec.stacked ? series.reduce((a, s) => a + (s.values[i] ?? 0), 0) : Math.max(...series.map((s) => s.values[i] ?? 0))));
+  const tops = spec.categories.map((_, i) =>
+    spec.stacked ? series.reduce((a, s) => a + (s.values[i] ?? 0), 0) : Math.max(...series.map((s) => s.values[i] ?? 0)),
+  );
   const toY = yAxis(shapes, plot, niceTicks(0, Math.max(...tops), 6), 'number');
   const slot = plot.w / n;
   const barWidth = slot * 0.8;
@@ -245,7 +256,12 @@ function barScene(spec: BarChart): Scene {
     }
   }
   shapes.push(...axesLines(plot));
-  return finish(scene, plot, series.map((s) => ({ name: s.name, color: s.color })), spec.note);
+  return finish(
+    scene,
+    plot,
+    series.map((s) => ({ name: s.name, color: s.color })),
+    spec.note,
+  );
 }
 
 export function chartScene(spec: ChartSpec): Scene {

@@ -95,7 +95,10 @@ async function readStoredTrajectories(run: RunLayout): Promise<StoredTrajectory[
     if (!text) continue;
     try {
       const s = JSON.parse(text) as TrajectorySummary;
-      const writtenUs = await fs.stat(file).then((st) => st.mtimeMs * 1000, () => undefined);
+      const writtenUs = await fs.stat(file).then(
+        (st) => st.mtimeMs * 1000,
+        () => undefined,
+      );
       out.push({ trajectoryId: s.trajectoryId, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
     } catch {
       // written atomically; a broken file is not ours to fix here
@@ -129,8 +132,16 @@ function pushTo<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 }
 
 /** Per-trajectory timings, env step durations, train step intervals, env and engine busy spans. */
-export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, 'timings' | 'envStepMs' | 'stepIntervals' | 'envBusySpans' | 'engineBusySpans' | 'generatedVersions'> & { stepEnds: Map<number, number> } {
-  interface Acc { span?: [number, number]; first: number; last: number; gen: number; env: number }
+export function analyzeTrace(
+  segments: readonly TraceSegment[],
+): Pick<RunData, 'timings' | 'envStepMs' | 'stepIntervals' | 'envBusySpans' | 'engineBusySpans' | 'generatedVersions'> & { stepEnds: Map<number, number> } {
+  interface Acc {
+    span?: [number, number];
+    first: number;
+    last: number;
+    gen: number;
+    env: number;
+  }
   const byTrajectory = new Map<string, Acc>();
   const envStepMs: number[] = [];
   const envBusySpans = new Map<string, [number, number][]>();
@@ -148,7 +159,8 @@ export function analyzeTrace(segments: readonly TraceSegment[]): Pick<RunData, '
       if (e.ph !== 'X') continue;
       const end = e.ts + e.dur;
       const wf = typeof e.args?.wf === 'string' ? e.args.wf : undefined;
-      if (e.name === 'train.step' && typeof e.args?.step === 'number' && !e.args.error) stepEnds.set(e.args.step, Math.max(stepEnds.get(e.args.step) ?? 0, end));
+      if (e.name === 'train.step' && typeof e.args?.step === 'number' && !e.args.error)
+        stepEnds.set(e.args.step, Math.max(stepEnds.get(e.args.step) ?? 0, end));
       if (segment.header.role === 'env' && e.cat === 'activity') pushTo(envBusySpans, processKey, [e.ts, end]);
       if (e.cat === 'engine') pushTo(engineBusySpans, processKey, [e.ts, end]);
       if (e.name === 'sample' && typeof e.args?.version === 'number') generatedVersions.set(e.args.version, (generatedVersions.get(e.args.version) ?? 0) + 1);
@@ -204,7 +216,9 @@ export async function loadRunData(dataDir: string, runId: string): Promise<RunDa
     const rows = parseCurveCsv(await fs.readFile(run.learningCurveFile, 'utf8').catch(() => ''));
     metrics = rows.filter((r) => r.step !== undefined) as Partial<StepMetrics>[];
     if (evaluations.length === 0) {
-      evaluations = rows.filter((r) => r.heldOutSuccessRate !== undefined).map((r) => ({ version: r.version ?? 0, successRate: r.heldOutSuccessRate, elapsedS: r.elapsedS }));
+      evaluations = rows
+        .filter((r) => r.heldOutSuccessRate !== undefined)
+        .map((r) => ({ version: r.version ?? 0, successRate: r.heldOutSuccessRate, elapsedS: r.elapsedS }));
     }
   }
   const trajectories = await readStoredTrajectories(run);
@@ -222,5 +236,19 @@ export async function loadRunData(dataDir: string, runId: string): Promise<RunDa
   const anchor = metrics.find((m) => m.step !== undefined && m.elapsedS !== undefined && trace.stepEnds.has(m.step));
   const firstUs = trace.timings.length ? Math.min(...trace.timings.map((t) => t.startUs)) : undefined;
   const originUs = anchor ? trace.stepEnds.get(anchor.step!)! - anchor.elapsedS! * 1e6 : firstUs;
-  return { runId, runDir, metrics, evaluations, trajectories, timings: trace.timings, envStepMs: trace.envStepMs, stepIntervals: trace.stepIntervals, envBusySpans: trace.envBusySpans, engineBusySpans: trace.engineBusySpans, generatedVersions: trace.generatedVersions, originUs, traceFiles };
+  return {
+    runId,
+    runDir,
+    metrics,
+    evaluations,
+    trajectories,
+    timings: trace.timings,
+    envStepMs: trace.envStepMs,
+    stepIntervals: trace.stepIntervals,
+    envBusySpans: trace.envBusySpans,
+    engineBusySpans: trace.engineBusySpans,
+    generatedVersions: trace.generatedVersions,
+    originUs,
+    traceFiles,
+  };
 }

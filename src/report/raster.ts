@@ -11,13 +11,23 @@ type Rgb = [number, number, number];
 
 function parseColor(color: string): Rgb {
   const hex = color.replace('#', '');
-  const full = hex.length === 3 ? hex.split('').map((c) => c + c).join('') : hex;
+  const full =
+    hex.length === 3
+      ? hex
+          .split('')
+          .map((c) => c + c)
+          .join('')
+      : hex;
   return [parseInt(full.slice(0, 2), 16), parseInt(full.slice(2, 4), 16), parseInt(full.slice(4, 6), 16)];
 }
 
 export class Bitmap {
   readonly data: Uint8Array;
-  constructor(readonly width: number, readonly height: number, background: string) {
+  constructor(
+    readonly width: number,
+    readonly height: number,
+    background: string,
+  ) {
     this.data = new Uint8Array(width * height * 3);
     const [r, g, b] = parseColor(background);
     for (let i = 0; i < width * height; i++) this.data.set([r, g, b], i * 3);
@@ -90,7 +100,8 @@ function paint(bitmap: Bitmap, s: Shape, k: number): void {
       return bitmap.segment(s.x1 * k, s.y1 * k, s.x2 * k, s.y2 * k, s.width * k, parseColor(s.color));
     case 'polyline': {
       const rgb = parseColor(s.color);
-      for (let i = 1; i < s.points.length; i++) bitmap.segment(s.points[i - 1][0] * k, s.points[i - 1][1] * k, s.points[i][0] * k, s.points[i][1] * k, s.width * k, rgb);
+      for (let i = 1; i < s.points.length; i++)
+        bitmap.segment(s.points[i - 1][0] * k, s.points[i - 1][1] * k, s.points[i][0] * k, s.points[i][1] * k, s.width * k, rgb);
       if (s.points.length === 1) bitmap.disc(s.points[0][0] * k, s.points[0][1] * k, s.width * k, rgb);
       return;
     }

@@ -89,7 +89,9 @@ export function latencyHistogram(values: readonly number[]): { categories: strin
   while (last > 0 && counts[last] === 0) last--;
   let first = 0;
   while (first < last && counts[first] === 0) first++;
-  const categories = edges.slice(first, last + 1).map((e, i) => (first + i === edges.length - 1 ? `>=${label(e)}` : `${label(e)}-${label(edges[first + i + 1])}`));
+  const categories = edges
+    .slice(first, last + 1)
+    .map((e, i) => (first + i === edges.length - 1 ? `>=${label(e)}` : `${label(e)}-${label(edges[first + i + 1])}`));
   return { categories, counts: counts.slice(first, last + 1) };
 }
 
@@ -132,7 +134,15 @@ export function finishedTrajectories(data: RunData): FinishedTrajectory[] {
     const end = endOf(trajectoryId);
     if (end === undefined) return [];
     const s = summaryById.get(trajectoryId);
-    return [{ trajectoryId, finishS: Math.max(0, (end - origin) / 1e6), reward: s?.reward, solved: s ? s.envReturn > 0 : undefined, timing: timingById.get(trajectoryId) }];
+    return [
+      {
+        trajectoryId,
+        finishS: Math.max(0, (end - origin) / 1e6),
+        reward: s?.reward,
+        solved: s ? s.envReturn > 0 : undefined,
+        timing: timingById.get(trajectoryId),
+      },
+    ];
   });
 }
 
@@ -209,11 +219,15 @@ function trainingInputs(data: RunData, utilization: StepUtilization[]): ChartInp
   const trained: [number, number][] = [];
   let previousElapsed: number | undefined;
   for (const m of data.metrics) {
-    if (byTime && previousElapsed !== undefined && m.trajectories !== undefined && m.elapsedS! > previousElapsed) trained.push([m.elapsedS!, m.trajectories / (m.elapsedS! - previousElapsed)]);
+    if (byTime && previousElapsed !== undefined && m.trajectories !== undefined && m.elapsedS! > previousElapsed)
+      trained.push([m.elapsedS!, m.trajectories / (m.elapsedS! - previousElapsed)]);
     previousElapsed = m.elapsedS;
   }
 
-  const utilPoints = (key: 'envBusyFraction') => utilization.filter((u) => u[key] !== undefined && (!byTime || u.elapsedS !== undefined)).map((u) => [byTime ? u.elapsedS! : u.step, u[key]!] as [number, number]);
+  const utilPoints = (key: 'envBusyFraction') =>
+    utilization
+      .filter((u) => u[key] !== undefined && (!byTime || u.elapsedS !== undefined))
+      .map((u) => [byTime ? u.elapsedS! : u.step, u[key]!] as [number, number]);
   const envSources = new Set(utilization.map((u) => u.envBusySource).filter(Boolean));
 
   const staleness = new Map<number, number>();
@@ -225,13 +239,17 @@ function trainingInputs(data: RunData, utilization: StepUtilization[]): ChartInp
     reward: [
       { name: 'mean reward (sampled)', points: pts('rewardMean') },
       { name: 'success rate (sampled)', points: pts('successRate') },
-      { name: 'held-out success (eval)', points: data.evaluations.filter((e) => (byTime ? e.elapsedS !== undefined : true)).map((e) => [byTime ? e.elapsedS! : e.version - 1, e.successRate]), markers: true },
+      {
+        name: 'held-out success (eval)',
+        points: data.evaluations.filter((e) => (byTime ? e.elapsedS !== undefined : true)).map((e) => [byTime ? e.elapsedS! : e.version - 1, e.successRate]),
+        markers: true,
+      },
     ],
     throughput: [
       { name: `finished (trace, ${bin} s bins)`, points: finished },
       { name: 'trained (per train step)', points: trained },
     ],
-    throughputNote: byTime ? undefined : 'no elapsed time in this run\'s metrics: throughput needs it',
+    throughputNote: byTime ? undefined : "no elapsed time in this run's metrics: throughput needs it",
     busy: [
       { name: 'inference engines (forward passes)', points: pts('engineBusyFraction') },
       { name: `env workers (any activity running)${envSources.has('trace') ? ', from trace' : ''}`, points: utilPoints('envBusyFraction') },
@@ -253,7 +271,8 @@ function trainingInputs(data: RunData, utilization: StepUtilization[]): ChartInp
 function rolloutInputs(data: RunData): ChartInputs {
   const { widthS, buckets } = rolloutBuckets(data);
   const mid = (b: TimeBucket) => (b.fromS + b.toS) / 2;
-  const pts = (key: 'rewardMean' | 'successRate' | 'engineBusyFraction' | 'envBusyFraction') => buckets.filter((b) => b[key] !== undefined).map((b) => [mid(b), b[key]!] as [number, number]);
+  const pts = (key: 'rewardMean' | 'successRate' | 'engineBusyFraction' | 'envBusyFraction') =>
+    buckets.filter((b) => b[key] !== undefined).map((b) => [mid(b), b[key]!] as [number, number]);
   const versions = [...data.generatedVersions.keys()].sort((a, b) => a - b);
   const timed = buckets.filter((b) => b.timedTrajectories > 0);
   const done = buckets.reduce((n, b) => n + b.finished, 0);
@@ -415,7 +434,10 @@ export function renderHtml(data: RunData, charts: ChartSpec[], utilization: Step
   ];
   const e = escapeXml;
   const rows = utilization
-    .map((u) => `<tr><td>${u.step}</td><td>${u.elapsedS?.toFixed(1) ?? ''}</td><td>${pct(u.engineBusyFraction)}</td><td>${pct(u.envBusyFraction)}${u.envBusySource === 'trace' ? ' *' : ''}</td><td>${pct(u.trainerIdleFraction)}</td><td>${u.timedTrajectories}</td><td>${ms(u.generationMs)}</td><td>${ms(u.environmentMs)}</td><td>${ms(u.waitingMs)}</td></tr>`)
+    .map(
+      (u) =>
+        `<tr><td>${u.step}</td><td>${u.elapsedS?.toFixed(1) ?? ''}</td><td>${pct(u.engineBusyFraction)}</td><td>${pct(u.envBusyFraction)}${u.envBusySource === 'trace' ? ' *' : ''}</td><td>${pct(u.trainerIdleFraction)}</td><td>${u.timedTrajectories}</td><td>${ms(u.generationMs)}</td><td>${ms(u.environmentMs)}</td><td>${ms(u.waitingMs)}</td></tr>`,
+    )
     .join('\n');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trajflow report: ${e(data.runId)}</title>
@@ -442,7 +464,18 @@ ${rows}
 }
 
 export function utilizationCsv(utilization: readonly StepUtilization[]): string {
-  const columns = ['step', 'elapsedS', 'engineBusyFraction', 'envBusyFraction', 'envBusySource', 'trainerIdleFraction', 'timedTrajectories', 'generationMs', 'environmentMs', 'waitingMs'] as const;
+  const columns = [
+    'step',
+    'elapsedS',
+    'engineBusyFraction',
+    'envBusyFraction',
+    'envBusySource',
+    'trainerIdleFraction',
+    'timedTrajectories',
+    'generationMs',
+    'environmentMs',
+    'waitingMs',
+  ] as const;
   return [columns.join(','), ...utilization.map((u) => columns.map((c) => u[c] ?? '').join(','))].join('\n') + '\n';
 }
 

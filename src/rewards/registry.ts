@@ -93,9 +93,7 @@ function resolve(name: string, rawOptions: unknown): ResolvedReward | { error: s
   return { name, reward, options: options.data };
 }
 
-export type RewardScore =
-  | { ok: true; value: number; parts?: { name: string; weight: number; value: number }[] }
-  | { ok: false; error: string };
+export type RewardScore = { ok: true; value: number; parts?: { name: string; weight: number; value: number }[] } | { ok: false; error: string };
 
 /** Scores one answer; a weighted spec is Σ weight·value of its parts, and fails if any part fails. */
 export async function scoreReward(spec: unknown, input: RewardInput): Promise<RewardScore> {

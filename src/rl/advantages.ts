@@ -12,11 +12,7 @@ export interface AdvantageOptions {
 }
 
 /** One advantage per reward of a group; a group of one has nothing to compare with: zeros. */
-export function computeAdvantages(
-  rewards: readonly number[],
-  estimator: AdvantageEstimator,
-  { epsStd = 1e-6 }: AdvantageOptions = {},
-): number[] {
+export function computeAdvantages(rewards: readonly number[], estimator: AdvantageEstimator, { epsStd = 1e-6 }: AdvantageOptions = {}): number[] {
   const bad = rewards.findIndex((r) => !Number.isFinite(r));
   if (bad >= 0) throw new Error(`computeAdvantages: reward ${bad} is ${rewards[bad]}, expected a finite number`);
   const G = rewards.length;
@@ -89,7 +85,10 @@ export function turnAdvantages(episodes: readonly EpisodeTurns[], estimator: Adv
   });
   const advantages = episodes.map(({ states }) => states.map(() => 0));
   for (const group of visits.values()) {
-    computeAdvantages(group.map((v) => v.return), estimator).forEach((advantage, k) => {
+    computeAdvantages(
+      group.map((v) => v.return),
+      estimator,
+    ).forEach((advantage, k) => {
       advantages[group[k].episode][group[k].turn] = advantage;
     });
   }

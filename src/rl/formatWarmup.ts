@@ -90,7 +90,8 @@ async function episode(rng: Rng, { env, agent }: WarmupSetup, maxContext: number
       const example = conversational.formatExample(session.currentObservation, rng);
       answerWith(example, 1);
       const outcome = await session.respond(example);
-      if (outcome.kind === 'invalid') throw new Error(`agent ${JSON.stringify(agent.name)}: its format example ${JSON.stringify(example)} does not parse (${outcome.error})`);
+      if (outcome.kind === 'invalid')
+        throw new Error(`agent ${JSON.stringify(agent.name)}: its format example ${JSON.stringify(example)} does not parse (${outcome.error})`);
       next = outcome.done ? undefined : outcome.next;
     }
   } finally {
@@ -109,7 +110,10 @@ export interface FormatWarmupOptions extends WarmupSetup {
 }
 
 /** `steps` supervised steps on fresh warm-up episodes; the loss of each. */
-export async function runFormatWarmup(trainer: PolicyTrainer, { steps, batchSize = 8, learningRate = TrainerConfigSchema.parse({}).formatWarmupLearningRate, seed, env, agent }: FormatWarmupOptions): Promise<{ losses: number[] }> {
+export async function runFormatWarmup(
+  trainer: PolicyTrainer,
+  { steps, batchSize = 8, learningRate = TrainerConfigSchema.parse({}).formatWarmupLearningRate, seed, env, agent }: FormatWarmupOptions,
+): Promise<{ losses: number[] }> {
   if (!Number.isSafeInteger(steps) || steps < 0) throw new Error(`steps must be a non-negative integer, got ${steps}`);
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
   const losses: number[] = [];

@@ -124,8 +124,16 @@ export interface LossInputs extends MaskedLogprobs {
 export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
-  const rows = sequences.map(({ ids, lossMask }) => tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]));
-  return { logprobs: tf.stack(rows) as tf.Tensor2D, mask: paddedTargets(sequences.map(({ lossMask }) => lossMask), width) };
+  const rows = sequences.map(({ ids, lossMask }) =>
+    tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]),
+  );
+  return {
+    logprobs: tf.stack(rows) as tf.Tensor2D,
+    mask: paddedTargets(
+      sequences.map(({ lossMask }) => lossMask),
+      width,
+    ),
+  };
 }
 
 /** Target positions t (ids[t + 1] is trained) of a loss mask aligned with ids, ascending. */
@@ -137,14 +145,22 @@ export function trainedTargets(lossMask: readonly number[]): number[] {
  * Everything the loss reads of `samples`. `refLogprobs`, when given, holds each sample's reference
  * logprobs per target (n - 1 values, as `sequenceLogprobs` returns them), read at trained targets only.
  */
-export function lossInputs(policy: TensorWeights, samples: readonly TrainingSample[], temperature: number, refLogprobs?: readonly ArrayLike<number>[]): LossInputs {
+export function lossInputs(
+  policy: TensorWeights,
+  samples: readonly TrainingSample[],
+  temperature: number,
+  refLogprobs?: readonly ArrayLike<number>[],
+): LossInputs {
   assertTrainingSamples(samples, policy.config);
   const { logprobs, mask } = maskedLogprobs(policy, samples, temperature);
   const width = logprobs.shape[1];
   const inputs: LossInputs = {
     logprobs,
     mask,
-    behaviourLogprobs: paddedTargets(samples.map(({ behaviourLogprobs }) => behaviourLogprobs), width),
+    behaviourLogprobs: paddedTargets(
+      samples.map(({ behaviourLogprobs }) => behaviourLogprobs),
+      width,
+    ),
     advantages: tf.tensor1d(samples.map(({ advantage }) => advantage)),
   };
   if (refLogprobs) {
@@ -157,7 +173,10 @@ export function lossInputs(policy: TensorWeights, samples: readonly TrainingSamp
 
 /** Per-token values aligned with ids, as [B, width] per target (dropping each first token), zero-padded. */
 function paddedTargets(rows: readonly ArrayLike<number>[], width: number): tf.Tensor2D {
-  return paddedRows(rows.map((row) => Array.prototype.slice.call(row, 1) as number[]), width);
+  return paddedRows(
+    rows.map((row) => Array.prototype.slice.call(row, 1) as number[]),
+    width,
+  );
 }
 
 function paddedRows(rows: readonly ArrayLike<number>[], width: number): tf.Tensor2D {

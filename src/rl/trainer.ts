@@ -89,7 +89,18 @@ export interface TrainMetrics {
 }
 
 /** A batch with nothing to train: no optimizer step was taken. */
-export const NOTHING_TRAINED: TrainMetrics = Object.freeze({ loss: 0, clipFraction: 0, approxKl: 0, entropy: 0, gradNorm: 0, tokens: 0, sequences: 0, stepMs: 0, forwardBackwardMs: 0, optimizerMs: 0 });
+export const NOTHING_TRAINED: TrainMetrics = Object.freeze({
+  loss: 0,
+  clipFraction: 0,
+  approxKl: 0,
+  entropy: 0,
+  gradNorm: 0,
+  tokens: 0,
+  sequences: 0,
+  stepMs: 0,
+  forwardBackwardMs: 0,
+  optimizerMs: 0,
+});
 
 // Adam's usual constants (Kingma & Ba).
 const BETA1 = 0.9;
@@ -227,9 +238,7 @@ export class PolicyTrainer {
     this.assertUsable();
     assertMaskedSequences(sequences, this.config);
     const { temperature } = this.lossConfig;
-    const { loss, grads } = this.gradients(sequences, 'token-mean', (sequence) =>
-      supervisedLoss(maskedLogprobs(this.policy, [sequence], temperature)),
-    );
+    const { loss, grads } = this.gradients(sequences, 'token-mean', (sequence) => supervisedLoss(maskedLogprobs(this.policy, [sequence], temperature)));
     this.applyGradients(grads, learningRate);
     return { loss, tokens: maskedTokens(sequences) };
   }

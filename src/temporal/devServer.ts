@@ -62,7 +62,7 @@ export async function waitForServer(address: string, timeoutMs = 60_000): Promis
         await connection.close();
       }
     } catch (err) {
-      if (Date.now() > deadline) throw new Error(`Temporal server at ${address} did not answer within ${timeoutMs} ms: ${String(err)}`);
+      if (Date.now() > deadline) throw new Error(`Temporal server at ${address} did not answer within ${timeoutMs} ms: ${String(err)}`, { cause: err });
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }
@@ -84,14 +84,22 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const logFile = path.join(dir, 'server.log');
   const binary = ensureTemporalBinary(options.log);
   const args = [
-    'server', 'start-dev',
-    '--ip', ip, '--port', String(port),
-    '--db-filename', dbFile,
+    'server',
+    'start-dev',
+    '--ip',
+    ip,
+    '--port',
+    String(port),
+    '--db-filename',
+    dbFile,
     // WAL lets readers (the UI, visibility queries) run beside the single writer; NORMAL sync is
     // durable across process crashes, which is the failure the dev server must survive.
-    '--sqlite-pragma', 'journal_mode=wal',
-    '--sqlite-pragma', 'synchronous=normal',
-    '--log-level', 'warn',
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=normal',
+    '--log-level',
+    'warn',
     ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort), '--ui-ip', ip, '--ui-disable-news-fetch']),
     ...searchAttributeCliArgs(),
   ];
@@ -112,7 +120,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     await waitForServer(info.address);
   } catch (err) {
     const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-2000) : '';
-    throw new Error(`${(err as Error).message}\nserver log (${logFile}):\n${tail}`);
+    throw new Error(`${(err as Error).message}\nserver log (${logFile}):\n${tail}`, { cause: err });
   }
   return info;
 }

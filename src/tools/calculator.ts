@@ -37,7 +37,9 @@ export function evaluateExpression(expression: string): number {
   };
   const fail = (expected: string): never => {
     const found = peek();
-    throw new Error(found === undefined ? `expected ${expected}, found end of expression` : `expected ${expected} at offset ${pos}, found ${JSON.stringify(found)}`);
+    throw new Error(
+      found === undefined ? `expected ${expected}, found end of expression` : `expected ${expected} at offset ${pos}, found ${JSON.stringify(found)}`,
+    );
   };
 
   const sum = (depth: number): number => {

@@ -22,8 +22,7 @@ export interface ParseResult {
 export type ToolCallParser = (text: string) => ParseResult;
 
 /** Hermes / Qwen 2.5–3: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. */
-export const parseHermes: ToolCallParser = (text) =>
-  parseTagged(text, '<tool_call>', '</tool_call>', (body) => callFromJson(parseJson(body)));
+export const parseHermes: ToolCallParser = (text) => parseTagged(text, '<tool_call>', '</tool_call>', (body) => callFromJson(parseJson(body)));
 
 /**
  * Qwen3-Coder: `<tool_call><function=NAME><parameter=ARG>value</parameter>...</function></tool_call>`.
@@ -185,7 +184,12 @@ function parseQwenFunction(body: string): ParsedToolCall {
     const valueEnd = inner.indexOf('</parameter>', param.lastIndex);
     if (valueEnd < 0) throw new CallError(`unclosed <parameter=${key}> in call to ${name}`);
     // The chat template writes each value on its own lines; those newlines are not part of it.
-    args[key] = qwenValue(inner.slice(param.lastIndex, valueEnd).replace(/^\r?\n/, '').replace(/\r?\n$/, ''));
+    args[key] = qwenValue(
+      inner
+        .slice(param.lastIndex, valueEnd)
+        .replace(/^\r?\n/, '')
+        .replace(/\r?\n$/, ''),
+    );
     pos = valueEnd + '</parameter>'.length;
     param.lastIndex = pos;
   }

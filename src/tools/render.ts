@@ -16,7 +16,9 @@ export function formatToolCall(format: ToolCallFormat, call: ParsedToolCall): st
     case 'json':
       return JSON.stringify({ name: call.name, arguments: args });
     case 'qwen3-coder': {
-      const params = Object.entries(args).map(([key, value]) => `<parameter=${key}>\n${typeof value === 'string' ? value : JSON.stringify(value)}\n</parameter>`);
+      const params = Object.entries(args).map(
+        ([key, value]) => `<parameter=${key}>\n${typeof value === 'string' ? value : JSON.stringify(value)}\n</parameter>`,
+      );
       return `<tool_call><function=${call.name}>${params.join('')}</function></tool_call>`;
     }
     case 'gemma4':
@@ -28,7 +30,9 @@ function gemmaValue(value: unknown): string {
   if (typeof value === 'string') return `${GEMMA_QUOTE}${value}${GEMMA_QUOTE}`;
   if (Array.isArray(value)) return `[${value.map(gemmaValue).join(',')}]`;
   if (typeof value === 'object' && value !== null) {
-    return `{${Object.entries(value).map(([key, v]) => `${key}:${gemmaValue(v)}`).join(',')}}`;
+    return `{${Object.entries(value)
+      .map(([key, v]) => `${key}:${gemmaValue(v)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value);
 }

@@ -67,9 +67,7 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
 
 function formatPath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return '(arguments)';
-  return path
-    .map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
-    .join('');
+  return path.map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join('');
 }
 
 /** Why the tool was abandoned (timeout or cancel), told apart from errors the tool threw. */

@@ -90,11 +90,6 @@ export interface ExportSummary {
   endUs: number;
 }
 
-/** A run's trace folder (the CLI's import; new code asks `runLayout` directly). */
-export function traceDir(dataDir: string, runId: string): string {
-  return runLayout(dataDir, runId).traceDir;
-}
-
 function isHeader(value: unknown): value is TraceFileHeader {
   return typeof value === 'object' && value !== null && typeof (value as { trajflowTrace?: unknown }).trajflowTrace === 'number';
 }
@@ -431,7 +426,15 @@ function timedEvents({ spans, counters, instants }: Collected, lanes: ReturnType
   const events: ChromeEvent[] = [];
   for (const span of spans) {
     const { event, group } = span;
-    const out: ChromeEvent = { ph: 'X', name: event.name, cat: event.cat, pid: group.chromePid, tid: lanes.laneOfSpan.get(span)!.tid, ts: event.ts, dur: event.dur };
+    const out: ChromeEvent = {
+      ph: 'X',
+      name: event.name,
+      cat: event.cat,
+      pid: group.chromePid,
+      tid: lanes.laneOfSpan.get(span)!.tid,
+      ts: event.ts,
+      dur: event.dur,
+    };
     if (event.args) out.args = cleanArgs(event.args);
     events.push(out);
     cover(event.ts, event.ts + event.dur);
@@ -518,7 +521,12 @@ export async function writeChromeTrace(trace: ChromeTrace, outFile: string): Pro
 }
 
 /** `trajflow trace`: reads a run's trace files and writes one Perfetto-ready JSON file. */
-export async function exportRunTrace(dataDir: string, runId: string, outFile: string, options: ExportOptions = {}): Promise<ExportSummary & { out: string; bytes: number }> {
+export async function exportRunTrace(
+  dataDir: string,
+  runId: string,
+  outFile: string,
+  options: ExportOptions = {},
+): Promise<ExportSummary & { out: string; bytes: number }> {
   const { segments, unreadableLines, files } = await readRunTrace(dataDir, runId);
   const { trace, summary } = buildChromeTrace(runId, segments, options);
   const bytes = await writeChromeTrace(trace, outFile);

@@ -534,7 +534,10 @@ export class Recorder {
   flushForward(): void {
     if (!this.forwarder) return;
     if (this.dropped > 0) {
-      this.forwardBuffer.push({ scope: { role: 'process' }, event: { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: this.dropped } } });
+      this.forwardBuffer.push({
+        scope: { role: 'process' },
+        event: { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: this.dropped } },
+      });
       this.dropped = 0;
     }
     if (this.forwardBuffer.length === 0) return;
@@ -562,7 +565,10 @@ export class Recorder {
       const dropped = this.dropped;
       this.dropped = 0;
       for (const { dataDir, run } of this.activeRuns()) {
-        this.buffer.push([{ dataDir, run, role: 'process' }, { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: dropped } }]);
+        this.buffer.push([
+          { dataDir, run, role: 'process' },
+          { ph: 'C', name: 'trace dropped', ts: Math.round(nowUs()), args: { events: dropped } },
+        ]);
       }
     }
     // Grouped by scope object first (most events share a few), then by file series.

@@ -28,7 +28,7 @@ export async function within<T>(promise: Promise<T>, ms: number, what: string, e
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      Promise.resolve()
+      void Promise.resolve()
         .then(evidence)
         .catch((err) => `(evidence unavailable: ${String(err)})`)
         .then((text) => reject(new Error(`${what}: not done within ${ms / 1000} s\n${text}`)));
@@ -72,7 +72,8 @@ export async function auditRun(store: TrajectoryStore, runId: string, groupIds: 
   const problems: string[] = [];
   const expected = groupIds.flatMap((g) => Array.from({ length: groupSize }, (_, i) => trajectoryIdOf(g, i))).sort();
   const stored = await store.listTrajectories(runId);
-  if (JSON.stringify(stored) !== JSON.stringify(expected)) problems.push(`stored trajectories ${JSON.stringify(stored)} != expected ${JSON.stringify(expected)}`);
+  if (JSON.stringify(stored) !== JSON.stringify(expected))
+    problems.push(`stored trajectories ${JSON.stringify(stored)} != expected ${JSON.stringify(expected)}`);
   for (const id of stored) {
     const summary = await store.getTrajectory(runId, id);
     if (!summary) {
@@ -103,4 +104,3 @@ export async function auditRun(store: TrajectoryStore, runId: string, groupIds: 
   }
   return problems;
 }
-

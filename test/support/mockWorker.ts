@@ -21,13 +21,24 @@ export function mockRun(name: string, overrides: Record<string, Record<string, u
 }
 
 /** Runs `fn` while a worker with `activities` polls `taskQueue` (trace sinks write under `dataDir`, when tracing is on). */
-export async function withMockWorker<T>(taskQueue: string, activities: object, fn: () => Promise<T>, dataDir = process.env.TRAJFLOW_TEST_DATA_DIR ?? '/tmp'): Promise<T> {
+export async function withMockWorker<T>(
+  taskQueue: string,
+  activities: object,
+  fn: () => Promise<T>,
+  dataDir = process.env.TRAJFLOW_TEST_DATA_DIR ?? '/tmp',
+): Promise<T> {
   const logger = createLogger('test');
   logger.level = 'error';
   installTemporalLogging(logger);
   const connection = await NativeConnection.connect({ address: testAddress() });
   try {
-    const worker = await Worker.create({ connection, taskQueue, activities, workflowBundle: { codePath: process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE! }, sinks: traceSinks(dataDir) });
+    const worker = await Worker.create({
+      connection,
+      taskQueue,
+      activities,
+      workflowBundle: { codePath: process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE! },
+      sinks: traceSinks(dataDir),
+    });
     return await worker.runUntil(fn());
   } finally {
     await connection.close();

@@ -40,7 +40,15 @@ export class EpisodeSession {
   async open(): Promise<NextTurn> {
     const { input } = this;
     this.opened = await untilMatchingWorker('an environment session', () =>
-      this.activities.openSession({ sessionId: this.sessionId, runId: input.runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: this.answers, compatibility: input.compatibility }),
+      this.activities.openSession({
+        sessionId: this.sessionId,
+        runId: input.runId,
+        env: input.env,
+        agent: input.agent,
+        envSeed: input.envSeed,
+        replayAnswers: this.answers,
+        compatibility: input.compatibility,
+      }),
     );
     this.activityMs += this.opened.activityMs;
     return this.opened.next;

@@ -83,5 +83,10 @@ export class EpisodeTally {
 
 function timeSplit(totalMs: number, generationMs: number, environmentMs: number): TrajectoryTime {
   const round = (ms: number) => Math.round(ms);
-  return { totalMs: round(totalMs), generationMs: round(generationMs), environmentMs: round(environmentMs), waitingMs: round(Math.max(0, totalMs - generationMs - environmentMs)) };
+  return {
+    totalMs: round(totalMs),
+    generationMs: round(generationMs),
+    environmentMs: round(environmentMs),
+    waitingMs: round(Math.max(0, totalMs - generationMs - environmentMs)),
+  };
 }
