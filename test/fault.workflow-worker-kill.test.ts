@@ -22,7 +22,10 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
   it('replays every workflow on a new worker; each trajectory and group completes exactly once', async () => {
     const config = testConfig(`fault-workflows-${sessions}`, {
       env: { sessions },
-      agent: { maxTurns: 4 },
+      // Local sessions die with the worker; longer episodes leave turns to play after the kill, so
+      // an in-flight trajectory still has a session to rebuild (with 4 turns of ~1 s, all could end
+      // between the store poll and the SIGKILL).
+      agent: { maxTurns: sessions === 'local' ? 8 : 4 },
       sampling: { maxTokens: 16 },
       rollout: { groups: GROUPS, groupSize: GROUP_SIZE, maxConcurrency: 6 },
     });
