@@ -9,6 +9,7 @@ import { mkdirSync, openSync, closeSync, readdirSync, readFileSync, writeFileSyn
 import path from 'node:path';
 import { stopWorker, WORKER_STOP_GRACE_MS } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
+import { runLayout } from '../src/store/runLayout';
 import { runningDevServer } from '../src/temporal/devServer';
 import { trainingStatusQuery, type trainingWorkflow } from '../workflows/training';
 import { testConfig, withClient } from './support/harness';
@@ -82,7 +83,7 @@ describe('trajflow train --local under SIGTERM', () => {
     const configFile = writeConfigFile(config);
     const runId = 'cli-sigterm-run';
     const cliLog = path.join(config.dataDir, 'cli.log');
-    const trainerLog = path.join(config.dataDir, 'runs', runId, 'trainer.log');
+    const trainerLog = runLayout(config.dataDir, runId).trainerLog;
     const evidence = () => `CLI log:\n${tail(cliLog)}\ntrainer log:\n${tail(trainerLog)}`;
     let resumed: LoggedWorker | undefined;
     let cli: ChildProcess | undefined;

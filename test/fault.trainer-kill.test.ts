@@ -9,9 +9,8 @@ import path from 'node:path';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
 import { runTraining } from '../client/runTraining';
-import type { StepMetrics } from '../src/rl/stepMetrics';
 import { CheckpointStore } from '../src/store/checkpointStore';
-import { readJsonLines } from '../src/store/jsonLines';
+import { readLearningCurve } from '../client/learningCurve';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrainStepOutput } from '../activities/trainer';
@@ -127,7 +126,7 @@ describe('trainer process SIGKILLed mid-step', () => {
         .filter(Boolean)
         .map((l) => JSON.parse(l).step as number);
       expect([...new Set(lines)].sort()).toEqual([...Array(STEPS).keys()]);
-      expect((await readJsonLines<StepMetrics>(run.metricsFile, (m) => m.step)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
+      expect((await readLearningCurve(run)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
 
       // One checkpoint per version 0..STEPS, each loadable and labelled with its version.
       const checkpoints = new CheckpointStore(config.dataDir);

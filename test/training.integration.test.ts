@@ -8,20 +8,14 @@
 import { promises as fs } from 'node:fs';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
-import type { EvaluationRecord } from '../activities/trainer';
-import type { StepMetrics } from '../src/rl/stepMetrics';
 import { CheckpointStore } from '../src/store/checkpointStore';
-import { readJsonLines } from '../src/store/jsonLines';
 import { runLayout } from '../src/store/runLayout';
+import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { groupReadySignal } from '../workflows/signals';
 import { trainingStatusQuery, trainingWorkflow } from '../workflows/training';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig, trainingStart, withClient } from './support/harness';
-
-function readLearningCurve(dataDir: string, runId: string): Promise<StepMetrics[]> {
-  return readJsonLines<StepMetrics>(runLayout(dataDir, runId).metricsFile, (m) => m.step);
-}
 
 describe('training run', () => {
   it('publishes a version per step from streamed groups, on-policy with eta = 0, each group once', async () => {
@@ -54,7 +48,7 @@ describe('training run', () => {
       expect(result.version).toBe(3);
       expect(result.groupsTrained).toBe(6);
 
-      const curve = await readLearningCurve(config.dataDir, runId);
+      const curve = await readLearningCurve(runLayout(config.dataDir, runId));
       expect(curve.map((m) => m.step)).toEqual([0, 1, 2]);
       console.log(
         curve.map((m) => `step ${m.step}: success ${m.successRate.toFixed(3)}, loss ${m.loss.toFixed(5)}, grad norm ${m.gradNorm.toFixed(4)}`).join('\n'),
@@ -113,7 +107,7 @@ describe('training run', () => {
     try {
       const result = await withClient((client) => client.workflow.execute(trainingWorkflow, trainingStart(config, runId)));
       expect(result).toMatchObject({ version: 2, steps: 2, groupsTrained: 2 });
-      const curve = await readLearningCurve(config.dataDir, runId);
+      const curve = await readLearningCurve(runLayout(config.dataDir, runId));
       expect(curve.map((m) => m.groupIds)).toEqual([[`${runId}.g00000`], [`${runId}.g00001`]]);
       for (const m of curve) expect(m).toMatchObject({ groupsSkipped: 1, successRate: 0, tokens: 0, sequences: 0, gradNorm: 0 });
       const checkpoints = new CheckpointStore(config.dataDir);
@@ -156,13 +150,13 @@ describe('training run', () => {
     try {
       const result = await withClient((client) => client.workflow.execute(trainingWorkflow, trainingStart(config, runId)));
       expect(result.version).toBe(4);
-      const curve = await readLearningCurve(config.dataDir, runId);
+      const curve = await readLearningCurve(runLayout(config.dataDir, runId));
       console.log(curve.map((m) => `step ${m.step}: staleness ${JSON.stringify(m.stalenessHistogram)}`).join('\n'));
       // Step k trains group k, which was admitted under version >= k - 1.
       expect(curve.map((m) => m.groupIds)).toEqual([0, 1, 2, 3].map((k) => [`${runId}.g0000${k}`]));
       for (const m of curve) expect(m.stalenessMax).toBeLessThanOrEqual(1);
 
-      const evaluations = await readJsonLines<EvaluationRecord>(runLayout(config.dataDir, runId).evaluationsFile, (e) => e.version);
+      const evaluations = await readEvaluations(runLayout(config.dataDir, runId));
       expect(evaluations.map((e) => e.version)).toEqual([0, 2, 4]);
       for (const e of evaluations) {
         expect(e.episodes).toBe(4);
