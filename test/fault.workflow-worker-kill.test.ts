@@ -13,7 +13,18 @@ import { groupIdOf } from '../src/core/ids';
 import { startWorkers } from '../workers/start';
 import { testConfig, withClient } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';
-import { activityAttempts, auditRun, killWorker, LoggedWorker, spawnLoggedWorker, tail, trajectoryProgress, waitFor, within } from './support/faultKit';
+import {
+  activityAttempts,
+  auditRun,
+  killWorker,
+  LoggedWorker,
+  spawnLoggedWorker,
+  storedTurns,
+  tail,
+  trajectoryProgress,
+  waitFor,
+  within,
+} from './support/faultKit';
 
 const GROUPS = 3;
 const GROUP_SIZE = 4;
@@ -57,6 +68,9 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       );
       await killWorker(workflows);
       workflows = undefined;
+      // What the store holds once the worker is dead: a turn stored after this needed a session turn
+      // on the new worker. (The inference worker lives on, so a turn file may still land meanwhile.)
+      const afterKill = await storedTurns(store, runId);
       console.log(`SIGKILLed the workflow worker with ${atKill.finished} trajectories finished and ${atKill.inFlight} in flight`);
       expect(atKill.finished).toBeLessThan(GROUPS * GROUP_SIZE);
       workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
@@ -89,10 +103,23 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       });
       console.log(`generate activities retried: ${retriedGenerates}`);
       if (sessions === 'local') {
-        // The sessions died with the worker: trajectories in flight at the kill rebuilt theirs.
-        const restores = await Promise.all((await store.listTrajectories(runId)).map(async (id) => (await store.getTrajectory(runId, id))!.envRestores));
-        console.log(`sessions rebuilt: ${restores.reduce((a, b) => a + b, 0)}`);
-        expect(Math.max(...restores)).toBeGreaterThanOrEqual(1);
+        // The sessions died with the worker. A trajectory in flight at the kill (its session opened
+        // on the killed worker) that played a turn after it must have rebuilt its session; one
+        // finished before the kill lost nothing.
+        const rebuilt: Record<string, number> = {};
+        let continued = 0;
+        for (const id of await store.listTrajectories(runId)) {
+          const { turns, envRestores } = (await store.getTrajectory(runId, id))!;
+          rebuilt[id] = envRestores;
+          if (afterKill.finished.includes(id)) expect({ id, envRestores }).toEqual({ id, envRestores: 0 });
+          const turnsAtKill = afterKill.inFlight.get(id);
+          if (turnsAtKill !== undefined && turns > turnsAtKill) {
+            continued++;
+            expect({ id, turnsAtKill, turns, rebuilt: envRestores >= 1 }).toEqual({ id, turnsAtKill, turns, rebuilt: true });
+          }
+        }
+        console.log(`sessions rebuilt: ${JSON.stringify(rebuilt)}; ${continued} trajectories played on after the kill`);
+        expect(continued).toBeGreaterThanOrEqual(1);
       }
     } finally {
       await killWorker(workflows);

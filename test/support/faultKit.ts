@@ -54,11 +54,21 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
 
 /** Trajectories of a run with a stored summary (finished), and those with turns but none yet. */
 export async function trajectoryProgress(store: TrajectoryStore, runId: string): Promise<{ finished: number; inFlight: number }> {
-  let finished = 0;
-  let inFlight = 0;
+  const turns = await storedTurns(store, runId);
+  return { finished: turns.finished.length, inFlight: turns.inFlight.size };
+}
+
+/**
+ * The run's trajectories as the store holds them now: those with a summary, and the turn files
+ * stored so far by each of the others (a trajectory is listed once its first turn is stored).
+ */
+export async function storedTurns(store: TrajectoryStore, runId: string): Promise<{ finished: string[]; inFlight: Map<string, number> }> {
+  const finished: string[] = [];
+  const inFlight = new Map<string, number>();
+  const run = runLayout(store.root, runId);
   for (const id of await store.listTrajectories(runId)) {
-    if (await store.getTrajectory(runId, id)) finished++;
-    else inFlight++;
+    if (await store.getTrajectory(runId, id)) finished.push(id);
+    else inFlight.set(id, (await fs.readdir(run.trajectoryDir(id)).catch(() => [] as string[])).filter(isTurnFileName).length);
   }
   return { finished, inFlight };
 }
