@@ -51,7 +51,8 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   const validEnv = loaded && env.success ? check('env.name', () => validateEnvConfig(env.data)) : undefined;
   const validAgent = loaded && agent.success ? check('agent.name', () => validateAgentConfig(agent.data)) : undefined;
   if (!result.success || problems.length > 0 || !validEnv || !validAgent) throw new ConfigError(source, [...new Set(problems)]);
-  return { ...result.data, modules: modulePaths, env: validEnv, agent: validAgent };
+  const model = result.data.model.path === undefined ? result.data.model : { ...result.data.model, path: path.resolve(baseDir, result.data.model.path) };
+  return { ...result.data, modules: modulePaths, model, env: validEnv, agent: validAgent };
 }
 
 export function loadRunConfig(file: string): RunConfig {

@@ -26,11 +26,26 @@ export const ModelConfigSchema = z
     /** Weights come from this seed unless a checkpoint file is named. */
     seed: z.number().int().nonnegative().default(0),
     checkpoint: z.string().optional(),
+    /**
+     * A Hugging Face model directory (config.json, safetensors weights, tokenizer.json and its chat
+     * template), relative to the config file: a real model, served by `inference.backend` and
+     * trained by the Python trainer worker. Unset: the embedded model above.
+     */
+    path: z.string().min(1).optional(),
   })
   .refine((m) => m.dModel % m.nHeads === 0, { message: 'dModel must be divisible by nHeads', path: ['nHeads'] });
 
 export const InferenceConfigSchema = z.strictObject({
-  /** Most sequences decoded together in one batched forward pass. */
+  /**
+   * Who samples: `embedded` (the in-process engine of the embedded model), or model servers
+   * speaking vLLM's or SGLang's token-in/token-out HTTP API, listed in `servers`.
+   */
+  backend: z.enum(['embedded', 'vllm', 'sglang']).default('embedded'),
+  /** Base URLs of the model servers (`http://host:port`); each request goes to the least-loaded live one. */
+  servers: z.array(z.url({ protocol: /^https?$/ })).default([]),
+  /** Longest one generate request may take on a server before it is retried on another. */
+  requestTimeoutS: z.number().positive().default(300),
+  /** Most sequences decoded together in one batched forward pass (embedded engine). */
   maxBatch: positiveInt.max(256).default(32),
 });
 
@@ -233,6 +248,16 @@ export const RunConfigSchema = z
     metrics: MetricsConfigSchema.prefault({}),
   })
   .superRefine((config, ctx) => {
+    const { backend, servers } = config.inference;
+    if (backend === 'embedded' && config.model.path !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['inference', 'backend'], message: 'a real model (model.path) is served by vllm or sglang, not the embedded engine' });
+    }
+    if (backend !== 'embedded' && config.model.path === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['model', 'path'], message: `inference.backend ${backend} needs the model's Hugging Face directory` });
+    }
+    if (backend !== 'embedded' && servers.length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['inference', 'servers'], message: `inference.backend ${backend} needs at least one server URL` });
+    }
     if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
       ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
     }

@@ -1,0 +1,1 @@
+"""trajflow's Python side: the PyTorch trainer worker and model tooling for real models."""
