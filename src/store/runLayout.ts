@@ -10,7 +10,9 @@
  *     learning-curve.csv                       a training run's curve, as the CLI prints it
  *     trajectories/<trajectoryId>/turn-000003.json, summary.json
  *     groups/<groupId>.json
- *     checkpoints/v000004.ckpt                 policy version 4
+ *     checkpoints/v000004.ckpt                 policy version 4 (embedded model)
+ *     checkpoints/v000004/                     policy version 4 of a real model: a Hugging Face
+ *                                              directory, published by renaming .v000004.partial/
  *     train/step-000003.json                   train step 3's result (written last: marks it done)
  *     train/eval-v000004.json                  the evaluation of version 4
  *     train/metrics.jsonl, train/eval.jsonl    one line per train step / evaluation
@@ -25,7 +27,7 @@ import path from 'node:path';
 const SAFE_ID = /^[A-Za-z0-9_.-]+$/;
 /** Numbered files (turns, steps, versions) carry six digits at least, so they sort by name. */
 const NUMBER_DIGITS = 6;
-const CHECKPOINT_FILE = /^v(\d{6,})\.ckpt$/;
+const CHECKPOINT_FILE = /^v(\d{6,})(\.ckpt)?$/;
 const TURN_FILE = /^turn-\d+\.json$/;
 
 function checkId(kind: string, id: string): string {
@@ -51,7 +53,7 @@ export function runsDir(dataDir: string): string {
   return path.join(dataDir, 'runs');
 }
 
-/** The version a checkpoint file name holds, or undefined for any other file. */
+/** The version a checkpoint file or directory name holds, or undefined for any other name. */
 export function checkpointVersionOf(fileName: string): number | undefined {
   const match = CHECKPOINT_FILE.exec(fileName);
   return match ? Number(match[1]) : undefined;
@@ -119,6 +121,11 @@ export class RunLayout {
 
   checkpointFile(version: number): string {
     return path.join(this.checkpointsDir, `v${numbered(version)}.ckpt`);
+  }
+
+  /** A real model's checkpoint: a Hugging Face directory (the Python trainer writes it). */
+  checkpointDir(version: number): string {
+    return path.join(this.checkpointsDir, `v${numbered(version)}`);
   }
 
   get trainDir(): string {
