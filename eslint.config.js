@@ -48,15 +48,8 @@ module.exports = tseslint.config(
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
-  { files: ['config/schema.ts'], rules: { 'no-restricted-imports': restrict([{ regex: '^\\.', message: 'config/schema is the bottom layer: zod only.' }]) } },
-  {
-    files: ['src/**/*.ts'],
-    rules: {
-      'no-restricted-imports': restrict(above('activities', 'workflows', 'workers', 'client', 'cli', 'bench', 'test'), [
-        { name: '../../config/load', message: 'use src/plugins/runConfig' },
-      ]),
-    },
-  },
+  { files: ['config/**/*.ts'], rules: { 'no-restricted-imports': restrict([{ regex: '^\\.', message: 'config/ is the bottom layer: zod only.' }]) } },
+  { files: ['src/**/*.ts'], rules: { 'no-restricted-imports': restrict(above('activities', 'workflows', 'workers', 'client', 'cli', 'bench', 'test')) } },
   {
     files: ['src/core/**/*.ts'],
     rules: {

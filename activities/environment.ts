@@ -12,7 +12,7 @@
  *
  * Episode failures become non-retryable failures whose type (src/core/failures) the trajectory
  * records as its outcome: environment, reward or agent code that threw, and a turn past the env's
- * `stepTimeoutS`.
+ * `turnTimeoutS`.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
@@ -29,7 +29,7 @@ const HEARTBEAT_MS = 2_000;
 
 interface Session {
   episode: Episode;
-  stepTimeoutMs: number;
+  turnTimeoutMs: number;
   /** Outcomes by turn, so a retried turn returns its first outcome instead of acting twice. */
   turns: Promise<TurnOutcome>[];
 }
@@ -110,7 +110,7 @@ function episodeFailure(err: unknown): unknown {
  * `work` with heartbeats (a dead worker is noticed in seconds; local activities have none, their
  * workflow task is their lease) and the env's per-turn time limit.
  */
-async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: Promise<T>): Promise<T> {
+async function withinTurnTimeout<T>(turnTimeoutMs: number, what: string, work: Promise<T>): Promise<T> {
   const context = Context.current();
   const heartbeat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), HEARTBEAT_MS);
   let timer: NodeJS.Timeout | undefined;
@@ -120,11 +120,11 @@ async function withinStepTimeout<T>(stepTimeoutMs: number, what: string, work: P
         reject(
           ApplicationFailure.create({
             type: ENV_TURN_TIMEOUT,
-            message: `${what} took longer than ${stepTimeoutMs / 1000} s (env.stepTimeoutS)`,
+            message: `${what} took longer than ${turnTimeoutMs / 1000} s (env.turnTimeoutS)`,
             nonRetryable: true,
           }),
         ),
-      stepTimeoutMs,
+      turnTimeoutMs,
     );
   });
   try {
@@ -143,10 +143,10 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
   async function openSession(input: OpenSessionInput): Promise<OpenSessionOutput> {
     const startedAt = performance.now();
     refuseIfIncompatible('env', input.runId, input.compatibility, compatibility, logger);
-    const stepTimeoutMs = input.env.stepTimeoutS * 1000;
+    const turnTimeoutMs = input.env.turnTimeoutS * 1000;
     const open = async () => {
       const { episode, first } = await Episode.open({ env: input.env, agent: input.agent, seed: input.envSeed });
-      const session: Session = { episode, stepTimeoutMs, turns: [] };
+      const session: Session = { episode, turnTimeoutMs, turns: [] };
       await sessions.open(input.sessionId, session);
       let next = first;
       for (const text of input.replayAnswers) {
@@ -158,7 +158,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
       }
       return next;
     };
-    const next = await withinStepTimeout(stepTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
+    const next = await withinTurnTimeout(turnTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
     logger.debug({ sessionId: input.sessionId, replayed: input.replayAnswers.length }, 'environment session opened');
     return { sessionQueue, next, activityMs: performance.now() - startedAt };
   }
@@ -200,7 +200,7 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     }
     const outcome = recorded ?? session.episode.respond(input.text);
     session.turns[input.turn] = outcome;
-    const result = await withinStepTimeout(session.stepTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
+    const result = await withinTurnTimeout(session.turnTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
     return { ...result, activityMs: performance.now() - startedAt };
   }
 

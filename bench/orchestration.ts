@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { parseRunConfig } from '../config/load';
+import { parseRunConfig } from '../src/runConfig';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';

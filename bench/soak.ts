@@ -13,7 +13,7 @@ import { mkdtempSync, promises as fs, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { loadRunConfig, parseRunConfig } from '../config/load';
+import { loadRunConfig, parseRunConfig } from '../src/runConfig';
 import { episodeSpecOf } from '../client/session';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';

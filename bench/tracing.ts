@@ -19,7 +19,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseRunConfig } from '../config/load';
+import { parseRunConfig } from '../src/runConfig';
 import { runRollout } from '../client/runRollout';
 import type { InferenceProvider } from '../src/inference/provider';
 import { createLogger } from '../src/log';

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, loadRunConfig } from '../config/load';
+import { ConfigError, loadRunConfig } from '../src/runConfig';
 import { rolloutStatusQuery } from '../workflows/signals';
 import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
 import { parseRoles, ROLES, startWorkers, type RunningWorkers } from '../workers/start';

@@ -62,7 +62,7 @@ export const SamplingConfigSchema = z.strictObject({
 export const EnvConfigSchema = z.looseObject({
   name: z.string().min(1),
   /** Longest one turn of the environment (agent + environment step, tool calls included) may take. */
-  stepTimeoutS: z.number().positive().default(60),
+  turnTimeoutS: z.number().positive().default(60),
   /**
    * Where the episode session (agent + environment) lives. `env-worker`: in an env worker, its
    * turns routed to that worker's own queue, each an activity. `local`: in the workflow worker

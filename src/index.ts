@@ -3,7 +3,7 @@
  * uses to bring its own environments, agents, tools and rewards. See README "Bring your own".
  */
 export type { AgentConfig, EnvConfig, RunConfig } from '../config/schema';
-export { ConfigError, loadRunConfig, parseRunConfig } from '../config/load';
+export { ConfigError, loadRunConfig, parseRunConfig } from '../src/runConfig';
 
 export { BaseEnvironment, type Environment, type StepResult } from './envs/environment';
 export { RewardError, scoreAnswer, TaskEnvironment, type AnswerScorer, type Task, type TaskObservation, type ToolResultRecord } from './envs/taskEnvironment';

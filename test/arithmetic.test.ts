@@ -182,7 +182,7 @@ describe('task generator', () => {
 });
 
 describe('options', () => {
-  const env = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', stepTimeoutS: 60, ...options });
+  const env = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', turnTimeoutS: 60, ...options });
 
   test('defaults and label', () => {
     expect(ArithmeticOptionsSchema.parse({})).toEqual({
@@ -210,7 +210,7 @@ describe('options', () => {
 
   test('other bad options name their path', () => {
     expect(() => validateEnvConfig(env({ digits: 5 }))).toThrow(/^env\.digits: /);
-    expect(() => validateEnvConfig(env({ operators: ['^'] }))).toThrow(/^env\.operators\.0: /);
+    expect(() => validateEnvConfig(env({ operators: ['^'] }))).toThrow(/^env\.operators\[0\]: /);
     expect(() => validateEnvConfig(env({ tools: ['calculator', 'calculator'] }))).toThrow('env.tools: tool names must be unique');
     expect(() => validateEnvConfig(env({ digit: 2 }))).toThrow(/^env: Unrecognized key: "digit"/);
   });
@@ -218,7 +218,7 @@ describe('options', () => {
 
 describe('ToolAgent with the calculator', () => {
   const formats: ToolCallFormat[] = ['hermes', 'json', 'qwen3-coder', 'gemma4'];
-  const envConfig = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', stepTimeoutS: 60, ...options });
+  const envConfig = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', turnTimeoutS: 60, ...options });
   const agentConfig = (format: ToolCallFormat): AgentConfig => ({ name: 'tool', maxTurns: 6, history: 'full', episodeTimeoutS: 600, format });
 
   async function open(format: ToolCallFormat, seed = 5, env = envConfig()) {

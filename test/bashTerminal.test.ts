@@ -311,11 +311,11 @@ test('options: defaults, and limits that would break the tool are refused', () =
 });
 
 test('an episode through the registry with the tool agent', async () => {
-  expect(describeEnvironment({ name: 'bash', stepTimeoutS: 60 })).toBe('bash-files');
-  expect(describeEnvironment({ name: 'bash', stepTimeoutS: 60, families: ['count'] })).toBe('bash-files-count');
+  expect(describeEnvironment({ name: 'bash', turnTimeoutS: 60 })).toBe('bash-files');
+  expect(describeEnvironment({ name: 'bash', turnTimeoutS: 60, families: ['count'] })).toBe('bash-files-count');
 
   const { episode, first } = await Episode.open({
-    env: { name: 'bash', stepTimeoutS: 60, families: ['count'] },
+    env: { name: 'bash', turnTimeoutS: 60, families: ['count'] },
     agent: { name: 'tool', format: 'hermes', maxTurns: 12, history: 'full', episodeTimeoutS: 600 },
     seed: 11,
   });

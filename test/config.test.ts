@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadRunConfig, parseRunConfig } from '../config/load';
+import { ConfigError, loadRunConfig, parseRunConfig } from '../src/runConfig';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-config-'));
 const EXAMPLES = path.join(__dirname, '..', 'config', 'examples');
@@ -80,7 +80,7 @@ describe('run config', () => {
       /agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, tool/,
     );
     expect(() => parseRunConfig({ env: { name: 'arithmetic', tools: ['calculator', 'abacus'] }, agent: { name: 'tool' } })).toThrow(
-      /env\.tools\.1: unknown tool "abacus"; known tools: .*calculator/,
+      /env\.tools\[1\]: unknown tool "abacus"; known tools: .*calculator/,
     );
     expect(() => parseRunConfig({ env: { name: 'arithmetic', reward: { name: 'closeness' } }, agent: { name: 'tool' } })).toThrow(
       /env\.reward: .*unknown reward "closeness"; known rewards: .*numeric_match/,

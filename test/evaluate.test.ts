@@ -1,4 +1,4 @@
-import { parseRunConfig } from '../config/load';
+import { parseRunConfig } from '../src/runConfig';
 import { isHeldOut } from '../src/core/heldOut';
 import { FrozenLake, isHeldOutMap } from '../src/envs/frozenlake';
 import { createEnvironment } from '../src/plugins/registry';

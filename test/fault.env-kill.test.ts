@@ -12,7 +12,7 @@ import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { PolicyTrainer } from '../src/rl/trainer';
 import { createLogger } from '../src/log';
 import { runRollout } from '../client/runRollout';
-import { parseRunConfig } from '../config/load';
+import { parseRunConfig } from '../src/runConfig';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';

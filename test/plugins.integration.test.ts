@@ -44,7 +44,7 @@ describe('plugin environments and bad input on the dev server', () => {
   }
 
   it('runs a custom environment and agent from a module the config names', async () => {
-    const { summary, trajectories, group } = await rollout({ name: 'say-the-word', stepTimeoutS: 60 });
+    const { summary, trajectories, group } = await rollout({ name: 'say-the-word', turnTimeoutS: 60 });
     expect(summary.trajectories).toBe(2);
     expect(summary.failedTrajectories).toBe(0);
     for (const t of trajectories) {
@@ -67,11 +67,11 @@ describe('plugin environments and bad input on the dev server', () => {
       1,
     ],
     [
-      'a step outlives env.stepTimeoutS',
-      { fault: 'slow-step', slowStepMs: 4000, stepTimeoutS: 1 },
+      'a turn outlives env.turnTimeoutS',
+      { fault: 'slow-step', slowStepMs: 4000, turnTimeoutS: 1 },
       {},
       'env_timeout',
-      /took longer than 1 s \(env\.stepTimeoutS\)/,
+      /took longer than 1 s \(env\.turnTimeoutS\)/,
       1,
     ],
     [
@@ -88,7 +88,7 @@ describe('plugin environments and bad input on the dev server', () => {
   it.each(faultCases)(
     '%s (sessions: %s): the trajectory records why, keeps its turns, and is not scored',
     async (_case, sessions, env, agent, status, reason, turns) => {
-      const { summary, trajectories, group, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, sessions, ...env }, agent);
+      const { summary, trajectories, group, runId } = await rollout({ name: 'faulty', turnTimeoutS: 60, sessions, ...env }, agent);
       expect(summary.failedTrajectories).toBe(2);
       expect(trajectories).toHaveLength(2);
       for (const t of trajectories) {
@@ -104,7 +104,7 @@ describe('plugin environments and bad input on the dev server', () => {
   );
 
   it('a hanging tool times out into a result the model reads; the episode goes on', async () => {
-    const { summary, trajectories, runId } = await rollout({ name: 'faulty', stepTimeoutS: 60, fault: 'tool', atStep: 0, maxSteps: 2 });
+    const { summary, trajectories, runId } = await rollout({ name: 'faulty', turnTimeoutS: 60, fault: 'tool', atStep: 0, maxSteps: 2 });
     expect(summary.failedTrajectories).toBe(0);
     for (const t of trajectories) {
       expect(t).toMatchObject({ status: 'max_steps', envSteps: 2, turns: 2 });

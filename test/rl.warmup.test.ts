@@ -1,4 +1,4 @@
-import { parseRunConfig } from '../config/load';
+import { parseRunConfig } from '../src/runConfig';
 import { FROZENLAKE_SYSTEM_PROMPT, legalMoves, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
 import { decode, describe as describeIds, renderConversationStart, SPECIAL_TOKENS, STOP_TOKENS } from '../src/core/tokenizer';
 import { generateMap } from '../src/envs/frozenlake';

@@ -21,7 +21,7 @@ export const EPISODE_FAILURES = {
   agent: 'AgentError',
 } as const;
 
-/** One environment turn (or opening a session) took longer than the env's `stepTimeoutS`. */
+/** One environment turn (or opening a session) took longer than the env's `turnTimeoutS`. */
 export const ENV_TURN_TIMEOUT = 'EnvStepTimeout';
 
 /** Failure types that end an episode without a result, and the trajectory status each gives. */

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import type { AgentConfig, EnvConfig } from '../../config/schema';
+import { describeIssues, fieldPath } from '../core/issues';
 import type { ConversationalAgent } from '../agents/agent';
 import type { Environment } from '../envs/environment';
 import { registerReward } from '../rewards/registry';
@@ -18,7 +19,7 @@ import type { AgentDefinition, EnvironmentDefinition, InstancePool, PluginApi } 
 export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefinition, InstancePool, PluginApi } from './types';
 
 /** Config keys every env section has, handled by trajflow rather than the environment. */
-const ENV_KEYS = ['name', 'stepTimeoutS', 'sessions'] as const;
+const ENV_KEYS = ['name', 'turnTimeoutS', 'sessions'] as const;
 /** Config keys every agent section has, handled by trajflow rather than the agent. */
 const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS'] as const;
 
@@ -67,7 +68,7 @@ function parseOptions<S extends z.ZodType>(section: string, schema: S, raw: Reco
   const own = Object.fromEntries(Object.entries(raw).filter(([key]) => !generic.includes(key)));
   const parsed = schema.safeParse(own);
   if (!parsed.success) {
-    throw new OptionsError(parsed.error.issues.map((issue) => `${[section, ...issue.path.map(String)].join('.')}: ${issue.message}`));
+    throw new OptionsError(describeIssues(parsed.error.issues, [section]));
   }
   return parsed.data;
 }
@@ -83,7 +84,7 @@ export function validateEnvConfig(config: EnvConfig): EnvConfig {
     const problems = options.tools.flatMap((name, i) =>
       typeof name === 'string' && tools.has(name)
         ? []
-        : [`env.tools.${i}: unknown tool ${JSON.stringify(name)}; known tools: ${[...tools.keys()].sort().join(', ')}`],
+        : [`${fieldPath(['env', 'tools', i], '')}: unknown tool ${JSON.stringify(name)}; known tools: ${[...tools.keys()].sort().join(', ')}`],
     );
     if (problems.length > 0) throw new OptionsError(problems);
   }

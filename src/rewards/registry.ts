@@ -7,7 +7,7 @@
  * shows up in the run instead of quietly teaching the policy that every answer is wrong.
  */
 import { z } from 'zod';
-import { formatIssues } from '../tools/tool';
+import { describeIssuesInline } from '../core/issues';
 import { BUILTIN_REWARDS } from './builtins';
 import type { RewardDefinition, RewardInput } from './reward';
 
@@ -63,12 +63,12 @@ export function validateRewardSpec(spec: unknown): ValidatedRewardSpec {
   const isWeighted = typeof spec === 'object' && spec !== null && (spec as { name?: unknown }).name === WEIGHTED;
   if (!isWeighted) {
     const parsed = singleSchema.safeParse(spec);
-    if (!parsed.success) return { ok: false, error: `invalid reward spec: ${formatIssues(parsed.error.issues)}` };
+    if (!parsed.success) return { ok: false, error: `invalid reward spec: ${describeIssuesInline(parsed.error.issues, '(spec)')}` };
     const resolved = resolve(parsed.data.name, parsed.data.options);
     return 'error' in resolved ? { ok: false, error: resolved.error } : { ok: true, kind: 'single', reward: resolved };
   }
   const parsed = weightedSchema.safeParse(spec);
-  if (!parsed.success) return { ok: false, error: `invalid weighted reward spec: ${formatIssues(parsed.error.issues)}` };
+  if (!parsed.success) return { ok: false, error: `invalid weighted reward spec: ${describeIssuesInline(parsed.error.issues, '(spec)')}` };
   const parts: (ResolvedReward & { weight: number })[] = [];
   for (const [i, part] of parsed.data.parts.entries()) {
     const resolved = part.name === WEIGHTED ? { error: 'weighted rewards cannot be nested' } : resolve(part.name, part.options);
@@ -88,7 +88,7 @@ function resolve(name: string, rawOptions: unknown): ResolvedReward | { error: s
   const options = reward.options.safeParse(rawOptions);
   if (!options.success) {
     const issues = options.error.issues.map((issue) => ({ ...issue, path: ['options', ...issue.path] }));
-    return { error: `invalid options for reward ${JSON.stringify(name)}: ${formatIssues(issues)}` };
+    return { error: `invalid options for reward ${JSON.stringify(name)}: ${describeIssuesInline(issues, '(options)')}` };
   }
   return { name, reward, options: options.data };
 }

@@ -6,6 +6,7 @@
  * (unknown tool, bad arguments, thrown error, timeout): an episode never crashes on a tool call.
  */
 import { z } from 'zod';
+import { describeIssuesInline } from '../core/issues';
 import type { Rng } from '../core/random';
 import type { ParsedToolCall } from './parsers';
 import { tracer } from '../trace/recorder';
@@ -55,19 +56,9 @@ export function validateToolCall(call: ParsedToolCall, tools: readonly Tool[]): 
   }
   const parsed = tool.input.safeParse(call.arguments);
   if (!parsed.success) {
-    return { ok: false, error: `invalid arguments for tool ${JSON.stringify(tool.name)}: ${formatIssues(parsed.error.issues)}` };
+    return { ok: false, error: `invalid arguments for tool ${JSON.stringify(tool.name)}: ${describeIssuesInline(parsed.error.issues, '(arguments)')}` };
   }
   return { ok: true, tool, args: parsed.data };
-}
-
-/** `path: message` per issue, so the model sees which argument to fix. */
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
-  return issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`).join('; ');
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return '(arguments)';
-  return path.map((key, i) => (typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join('');
 }
 
 /** Why the tool was abandoned (timeout or cancel), told apart from errors the tool threw. */

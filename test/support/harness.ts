@@ -5,7 +5,7 @@
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { parseRunConfig } from '../../config/load';
+import { parseRunConfig } from '../../src/runConfig';
 import type { RunConfig } from '../../config/schema';
 import { episodeSpecOf } from '../../client/session';
 import type { TrainingInput } from '../../workflows/types';

@@ -6,10 +6,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { z } from 'zod';
-import { loadPluginModules, resolveModulePaths } from '../src/plugins/modules';
-import { OptionsError, validateAgentConfig, validateEnvConfig } from '../src/plugins/registry';
-import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema } from './schema';
+import { describeIssues } from './core/issues';
+import { loadPluginModules, resolveModulePaths } from './plugins/modules';
+import { OptionsError, validateAgentConfig, validateEnvConfig } from './plugins/registry';
+import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema } from '../config/schema';
 
 export class ConfigError extends Error {
   constructor(
@@ -21,18 +21,13 @@ export class ConfigError extends Error {
   }
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
-  const where = issue.path.length ? issue.path.join('.') : '(top level)';
-  return `${where}: ${issue.message}`;
-}
-
 /**
  * Validates an already-parsed object; `source` names it in errors, and `baseDir` is where its
  * module paths start (the config file's directory).
  */
 export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = process.cwd()): RunConfig {
   const result = RunConfigSchema.safeParse(raw);
-  const problems = result.success ? [] : result.error.issues.map(describeIssue);
+  const problems = result.success ? [] : describeIssues(result.error.issues);
   // The plugin sections are checked even when others are wrong, so one look lists every problem.
   const sections = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
   const check = <T>(where: string, fn: () => T): T | undefined => {
