@@ -283,8 +283,7 @@ async function loadBatch(store: TrajectoryStore, { runId, groups, trainer }: Tra
         batch.samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
         batch.tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
       });
-      const time = summaries[i].time;
-      if (time) batch.trajectoryTimes.push(time);
+      batch.trajectoryTimes.push(summaries[i].time);
     });
   }
   return batch;

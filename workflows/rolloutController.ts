@@ -7,7 +7,6 @@
 import { getExternalWorkflowHandle, log, ParentClosePolicy, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { admissionAllowance } from '../src/core/admission';
 import { groupIdOf } from '../src/core/ids';
-import { solvedOf } from '../src/core/groupStats';
 import { hashString } from '../src/core/random';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -120,7 +119,7 @@ export class RolloutController {
     status.trajectoriesFinished += summary.trajectoryIds.length;
     status.trajectoriesFailed += summary.failed.length;
     status.rewardSum += summary.rewards.reduce((a, b) => a + b, 0);
-    status.successes += solvedOf(summary).filter(Boolean).length;
+    status.successes += summary.solved.filter(Boolean).length;
     status.turnsSum += summary.turns.reduce((a, b) => a + b, 0);
     this.changed = true;
     if (!input.training) return;

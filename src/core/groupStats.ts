@@ -8,18 +8,9 @@ export function solvedTask(trajectory: Pick<TrajectorySummary, 'envReturn'>): bo
   return trajectory.envReturn > 0;
 }
 
-/**
- * Which trajectories of a group solved the task. Groups recorded before rewards could include a
- * format term carry no `solved`; their reward was the environment's return alone.
- */
-export function solvedOf(group: GroupSummary): boolean[] {
-  return group.solved ?? group.rewards.map((reward) => reward > 0);
-}
-
 /** Whether some of the group's trajectories solved the task and some did not. */
 export function hasMixedOutcomes(group: GroupSummary): boolean {
-  const solved = solvedOf(group);
-  return solved.includes(true) && solved.includes(false);
+  return group.solved.includes(true) && group.solved.includes(false);
 }
 
 /**

@@ -66,8 +66,8 @@ export interface TrajectorySummary {
   maxPolicyVersion: number;
   /** Times the environment session was rebuilt after its worker went away. */
   envRestores: number;
-  /** Where the episode's wall time went (absent in trajectories recorded before it was measured). */
-  time?: TrajectoryTime;
+  /** Where the episode's wall time went. */
+  time: TrajectoryTime;
 }
 
 /**
@@ -89,7 +89,7 @@ export interface GroupSummary {
   trajectoryIds: string[];
   rewards: number[];
   /** Whether each trajectory solved the task (its environment return was > 0). */
-  solved?: boolean[];
+  solved: boolean[];
   turns: number[];
   failed: { trajectoryId: string; reason: string }[];
   rewardMean: number;

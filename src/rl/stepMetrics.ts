@@ -1,5 +1,4 @@
 /** The per-step record of a training run (one line of metrics.jsonl). Pure. */
-import { solvedOf } from '../core/groupStats';
 import type { GroupSummary, TrajectoryTime } from '../core/records';
 import type { TrainMetrics } from './trainer';
 
@@ -83,7 +82,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     trajectories: rewards.length,
     rewardMean,
     rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),
-    successRate: mean(inputs.groups.flatMap(solvedOf).map((solved) => (solved ? 1 : 0))),
+    successRate: mean(inputs.groups.flatMap((group) => group.solved).map((solved) => (solved ? 1 : 0))),
     advantageMean: mean(inputs.advantages),
     advantageAbsMean: mean(inputs.advantages.map(Math.abs)),
     stalenessHistogram: histogram,
