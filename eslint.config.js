@@ -21,7 +21,21 @@ const above = (...folders) => [
 const restrict = (patterns, paths = []) => ['error', { patterns, paths }];
 
 module.exports = tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '.tools/**', '.trajflow/**', 'coverage/**', 'scratch/**', 'test/histories/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      '.tools/**',
+      '.trajflow/**',
+      '.venv/**',
+      '.venv-*/**',
+      '.models/**',
+      'python/**',
+      'coverage/**',
+      'scratch/**',
+      'test/histories/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
