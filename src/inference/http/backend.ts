@@ -1,0 +1,50 @@
+/**
+ * What the HTTP provider needs from one model server's API, one implementation per server kind
+ * (./sglang.ts, ./vllm.ts). A backend only builds calls and reads answers; sending them, choosing
+ * the server, retrying and timing are the provider's (./httpProvider.ts), so every backend gets
+ * the same failover and cancellation behaviour.
+ */
+import type { GenerateRequest } from '../provider';
+import type { HttpCall } from './serverCall';
+
+/** The one server a backend operation is about. */
+export interface ServerConnection {
+  readonly url: string;
+  /** Sends a call; resolves with the parsed JSON body (undefined when empty), or throws an ./errors error. */
+  send(call: HttpCall, options: { timeoutMs: number }): Promise<unknown>;
+}
+
+/** Where an answer came from, for error messages. */
+export interface AnswerSource {
+  server: string;
+  endpoint: string;
+}
+
+/** A generate answer in trajflow's terms. */
+export interface SampledCompletion {
+  completionIds: number[];
+  logprobs: number[];
+  /** `aborted`: the server cut the request short (it did not finish it). */
+  finish: 'stop' | 'length' | 'aborted';
+  /** Policy version that sampled the first token (the version that would have, with no tokens). */
+  firstVersion: number;
+  /** Policy version of each completion token. */
+  tokenVersions: number[];
+}
+
+export interface ServerBackend {
+  readonly name: 'sglang' | 'vllm';
+  /** The generate call of one attempt, under a request id the server will know it by. */
+  generateCall(request: GenerateRequest, requestId: string): HttpCall;
+  /** Validates a generate answer and maps it; throws MalformedResponseError naming the field. */
+  readGenerate(json: unknown, source: AnswerSource): SampledCompletion;
+  /** Asks the server to stop decoding a request this process no longer waits for. */
+  abortCall(requestId: string): HttpCall;
+  /** The policy version of the weights the server holds, or undefined if it holds none trajflow labelled. */
+  weightVersion(server: ServerConnection, timeoutMs: number): Promise<number | undefined>;
+  /**
+   * Makes the server serve the Hugging Face directory `checkpointDir`, labelled `version` (requests
+   * in flight finish or go on as the server does it; their answers record the versions).
+   */
+  loadWeights(server: ServerConnection, checkpointDir: string, version: number, timeouts: { controlMs: number; loadMs: number }): Promise<void>;
+}

@@ -1,0 +1,311 @@
+/**
+ * InferenceProvider over model servers speaking vLLM's or SGLang's HTTP API (`backend`), token ids
+ * in and out.
+ *
+ * Each request goes to the live server with the fewest of this process's requests in flight. A
+ * server that refuses or resets the connection, answers 5xx, aborts the request itself, or takes
+ * longer than requestTimeoutS is marked down (backoff 1 s doubling to 30 s) and the request is
+ * sent again, under a fresh request id, to another server (or to the same one once its backoff
+ * has passed). With every server down the request waits for one to come back; it fails only once
+ * 2 × requestTimeoutS have passed without an answer, naming the servers and their last errors (a
+ * Temporal activity retry takes it from there). A 4xx answer, or an answer of the wrong shape,
+ * fails it at once: another server would answer the same.
+ *
+ * Weights: loadWeights tells every live server to load the checkpoint directory labelled with its
+ * version; a server that is down then is brought to that version before its next request.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../log';
+import type { EngineStats, GenerateRequest, GenerateResult, InferenceProvider } from '../provider';
+import type { SampledCompletion, ServerBackend, ServerConnection } from './backend';
+import { abortError, isAbortError, ServerUnavailableError } from './errors';
+import { linkAbort } from './linkedAbort';
+import { callServer } from './serverCall';
+import { ServerPool, type BackoffOptions, type ServerState } from './serverPool';
+import { sglangBackend } from './sglang';
+import { vllmBackend } from './vllm';
+
+export interface HttpProviderOptions {
+  backend: 'vllm' | 'sglang';
+  /** Base URLs (`http://host:port`). */
+  servers: readonly string[];
+  /** Longest one generate call may take on one server before it is retried on another. */
+  requestTimeoutS: number;
+  /**
+   * Longest one server may take to load a checkpoint. Default requestTimeoutS + 600 s: SGLang
+   * first lets the requests in flight finish.
+   */
+  weightLoadTimeoutS?: number;
+  /** How long a failed server is left alone (default 1 s, doubling to 30 s). */
+  backoff?: BackoffOptions;
+  logger?: Logger;
+}
+
+const BACKENDS: Record<HttpProviderOptions['backend'], ServerBackend> = { sglang: sglangBackend, vllm: vllmBackend };
+
+/** Version reads, pause / resume, labels: small calls with no model work behind them. */
+const CONTROL_TIMEOUT_MS = 10_000;
+/** Telling a server to drop a cancelled request is a courtesy: the cancellation does not wait longer. */
+const ABORT_NOTICE_TIMEOUT_MS = 2_000;
+/** A request fails after this many request timeouts without any server answering it. */
+const GIVE_UP_AFTER_TIMEOUTS = 2;
+
+export function createHttpProvider(options: HttpProviderOptions): InferenceProvider {
+  return new HttpProvider(options);
+}
+
+/** The checkpoint every server should hold. */
+interface WeightsTarget {
+  checkpoint: string;
+  version: number;
+}
+
+class HttpProvider implements InferenceProvider {
+  private readonly backend: ServerBackend;
+  private readonly pool: ServerPool;
+  private readonly requestTimeoutMs: number;
+  private readonly weightLoadTimeoutMs: number;
+  private readonly logger: Logger | undefined;
+  private target: WeightsTarget | undefined;
+  /** The version of the last loadWeights that succeeded. */
+  private loadedVersion: number | undefined;
+  /** Aborted by close(): every request, wait and weight sync follows it. */
+  private readonly closing = new AbortController();
+  private readonly pending = new Set<Promise<unknown>>();
+
+  private readonly startedAt = performance.now();
+  private running = 0;
+  private waiting = 0;
+  private peakRunning = 0;
+  private generatedTokens = 0;
+  private busyMs = 0;
+  private busySince = 0;
+
+  constructor({ backend, servers, requestTimeoutS, weightLoadTimeoutS, backoff, logger }: HttpProviderOptions) {
+    if (!(requestTimeoutS > 0)) throw new Error(`requestTimeoutS must be positive, got ${requestTimeoutS}`);
+    this.backend = BACKENDS[backend];
+    this.pool = new ServerPool(servers, backoff);
+    this.requestTimeoutMs = requestTimeoutS * 1000;
+    this.weightLoadTimeoutMs = (weightLoadTimeoutS ?? requestTimeoutS + 600) * 1000;
+    this.logger = logger?.child({ component: 'inference-http', backend });
+  }
+
+  generate(request: GenerateRequest): Promise<GenerateResult> {
+    return this.track(async () => {
+      const link = linkAbort(request.signal, this.closing.signal);
+      try {
+        return await this.generateWithFailover(request, link.signal);
+      } finally {
+        link.unlink();
+      }
+    });
+  }
+
+  loadWeights(checkpoint: string, version: number): Promise<number> {
+    return this.track(async () => {
+      if (!this.target || version >= this.target.version) this.target = { checkpoint, version };
+      const outcomes = await Promise.allSettled(this.pool.servers.map((server) => this.loadOnServer(server)));
+      const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [errorMessage(outcome.reason)] : []));
+      if (failures.length > 0) throw new Error(`loading weights version ${version} from ${checkpoint} failed: ${failures.join('; ')}`);
+      this.loadedVersion = this.target.version;
+      return this.loadedVersion;
+    });
+  }
+
+  async stats(): Promise<EngineStats> {
+    const now = performance.now();
+    return {
+      // -1 until trajflow loads weights: a server's initial weights carry no trajflow version.
+      policyVersion: this.loadedVersion ?? -1,
+      uptimeMs: now - this.startedAt,
+      busyMs: this.busyMs + (this.running > 0 ? now - this.busySince : 0),
+      // The servers' forward passes are not visible through their request APIs.
+      decodeSteps: 0,
+      generatedTokens: this.generatedTokens,
+      batchSizeSum: 0,
+      // Most requests this process has had on the servers at once.
+      maxBatchSize: this.peakRunning,
+      running: this.running,
+      waiting: this.waiting,
+    };
+  }
+
+  /** Aborts every request and weight sync in flight (telling the servers), and waits for them to end. */
+  async close(): Promise<void> {
+    if (this.closing.signal.aborted) return;
+    this.closing.abort(new Error('the HTTP inference provider is closed'));
+    await Promise.allSettled([...this.pending]);
+  }
+
+  private track<T>(work: () => Promise<T>): Promise<T> {
+    if (this.closing.signal.aborted) return Promise.reject(new Error('the HTTP inference provider is closed'));
+    const promise = work();
+    this.pending.add(promise);
+    void promise.finally(() => this.pending.delete(promise)).catch(() => undefined);
+    return promise;
+  }
+
+  private async generateWithFailover(request: GenerateRequest, signal: AbortSignal): Promise<GenerateResult> {
+    const startedAt = performance.now();
+    const giveUpAt = startedAt + GIVE_UP_AFTER_TIMEOUTS * this.requestTimeoutMs;
+    for (;;) {
+      if (signal.aborted) throw abortError(signal.reason);
+      const server = this.pool.pickLeastLoaded();
+      if (!server) {
+        if (performance.now() >= giveUpAt) throw this.noServerAnswered(startedAt);
+        await this.waitForAServer(Math.min(this.pool.msUntilNextLive(), giveUpAt - performance.now()), signal);
+        continue;
+      }
+      try {
+        return await this.attempt(server, request, signal, startedAt);
+      } catch (error) {
+        if (!(error instanceof ServerUnavailableError)) throw error;
+        const backoffMs = this.pool.markDown(server, error);
+        this.logger?.warn({ server: server.url, backoffMs, error: error.message }, 'model server failed; sending the request to another');
+        if (performance.now() >= giveUpAt) throw this.noServerAnswered(startedAt);
+      }
+    }
+  }
+
+  /** One try of a request on one server, under a request id of its own. */
+  private async attempt(server: ServerState, request: GenerateRequest, signal: AbortSignal, startedAt: number): Promise<GenerateResult> {
+    // Counted from here, so requests arriving during a weight sync spread to other servers.
+    server.inFlight++;
+    try {
+      await untilAborted(this.syncBeforeUse(server), signal);
+      const requestId = `trajflow-${randomUUID()}`;
+      const call = this.backend.generateCall(request, requestId);
+      const sentAt = performance.now();
+      this.requestSent();
+      try {
+        const json = await callServer(server.url, call, { timeoutMs: this.requestTimeoutMs, signal });
+        const sampled = this.backend.readGenerate(json, { server: server.url, endpoint: call.endpoint });
+        // Not the caller's abort (that rejects the fetch): the server gave up on it, say for a pause.
+        if (sampled.finish === 'aborted') throw new ServerUnavailableError(server.url, call.endpoint, 'aborted', 'the server aborted the request');
+        this.pool.markUp(server);
+        this.generatedTokens += sampled.completionIds.length;
+        return toResult(sampled, sentAt - startedAt, performance.now() - sentAt);
+      } catch (error) {
+        // The servers also drop a request whose client hung up, but not necessarily at once.
+        if (isAbortError(error) && signal.aborted) await this.tellServerToAbort(server, requestId);
+        throw error;
+      } finally {
+        this.requestDone();
+      }
+    } finally {
+      server.inFlight--;
+    }
+  }
+
+  private async waitForAServer(ms: number, signal: AbortSignal): Promise<void> {
+    this.waiting++;
+    try {
+      await sleep(Math.max(1, ms), undefined, { signal });
+    } catch {
+      throw abortError(signal.reason);
+    } finally {
+      this.waiting--;
+    }
+  }
+
+  private noServerAnswered(startedAt: number): Error {
+    const seconds = ((performance.now() - startedAt) / 1000).toFixed(1);
+    return new Error(`no ${this.backend.name} server answered the generate request in ${seconds} s; last errors: ${this.pool.describe()}`);
+  }
+
+  private async tellServerToAbort(server: ServerState, requestId: string): Promise<void> {
+    try {
+      await callServer(server.url, this.backend.abortCall(requestId), { timeoutMs: ABORT_NOTICE_TIMEOUT_MS });
+    } catch (error) {
+      this.logger?.warn({ server: server.url, requestId, error: errorMessage(error) }, 'could not tell the model server to abort a cancelled request');
+    }
+  }
+
+  /** Brings a live server to the target weights (for loadWeights); a server found down is left for later. */
+  private async loadOnServer(server: ServerState): Promise<void> {
+    if (!this.pool.isLive(server)) {
+      this.logger?.info({ server: server.url, version: this.target?.version }, 'model server is down: it loads the weights before its next request');
+      return;
+    }
+    try {
+      await this.syncBeforeUse(server);
+      this.pool.markUp(server);
+    } catch (error) {
+      // A server that answered with an error (a bad directory, say) is reported; one that did not
+      // answer at all is left to sync when it is back.
+      if (!(error instanceof ServerUnavailableError) || error.reason === 'status') throw error;
+      const backoffMs = this.pool.markDown(server, error);
+      this.logger?.warn({ server: server.url, backoffMs, error: error.message }, 'model server failed; it loads the weights before its next request');
+    }
+  }
+
+  /** Resolves once `server` holds the target weights (or newer), loading them if needed; one sync per server at a time. */
+  private async syncBeforeUse(server: ServerState): Promise<void> {
+    for (;;) {
+      const target = this.target;
+      if (!target || (server.knownVersion !== undefined && server.knownVersion >= target.version)) return;
+      server.syncing ??= this.sync(server, target).finally(() => {
+        server.syncing = undefined;
+      });
+      await server.syncing;
+    }
+  }
+
+  private async sync(server: ServerState, target: WeightsTarget): Promise<void> {
+    const connection = this.connection(server);
+    const reported = await this.backend.weightVersion(connection, CONTROL_TIMEOUT_MS);
+    if (reported !== undefined && reported >= target.version) {
+      server.knownVersion = reported;
+      return;
+    }
+    this.logger?.info({ server: server.url, from: reported ?? null, to: target.version, checkpoint: target.checkpoint }, 'model server loading weights');
+    const started = performance.now();
+    await this.backend.loadWeights(connection, target.checkpoint, target.version, { controlMs: CONTROL_TIMEOUT_MS, loadMs: this.weightLoadTimeoutMs });
+    server.knownVersion = target.version;
+    this.logger?.info({ server: server.url, version: target.version, ms: Math.round(performance.now() - started) }, 'model server loaded weights');
+  }
+
+  private connection(server: ServerState): ServerConnection {
+    return { url: server.url, send: (call, { timeoutMs }) => callServer(server.url, call, { timeoutMs, signal: this.closing.signal }) };
+  }
+
+  private requestSent(): void {
+    if (this.running++ === 0) this.busySince = performance.now();
+    this.peakRunning = Math.max(this.peakRunning, this.running);
+  }
+
+  private requestDone(): void {
+    if (--this.running === 0) this.busyMs += performance.now() - this.busySince;
+  }
+}
+
+function toResult(sampled: SampledCompletion, queueMs: number, decodeMs: number): GenerateResult {
+  const { completionIds, logprobs, firstVersion, tokenVersions } = sampled;
+  const mixed = tokenVersions.some((version) => version !== firstVersion);
+  return {
+    completionIds,
+    logprobs,
+    finishReason: sampled.finish === 'length' ? 'length' : 'stop', // 'aborted' never gets here
+    policyVersion: firstVersion,
+    ...(mixed ? { tokenPolicyVersions: tokenVersions } : {}),
+    // Time before the answering server got the request (earlier attempts, waits for a live
+    // server, its weight sync), then the call itself (the server's own queue included).
+    queueMs,
+    decodeMs,
+  };
+}
+
+/** `work`, or an AbortError as soon as `signal` aborts (work shared with others goes on). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortError(signal.reason));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal.reason));
+    signal.addEventListener('abort', onAbort, { once: true });
+    void work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
