@@ -12,7 +12,8 @@ import { hashString } from '../src/core/random';
 import type { Compatibility } from '../src/core/compatibility';
 import type { TurnRecord } from '../src/core/records';
 import { nextPromptIds } from '../src/core/sequence';
-import { ChatMessage, decode, renderContinuation, renderConversationStart, STOP_TOKENS } from '../src/core/tokenizer';
+import type { ChatFormat } from '../src/chat/format';
+import type { ChatMessage } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -61,6 +62,8 @@ export interface InferenceDeps {
   provider: InferenceProvider;
   store: TrajectoryStore;
   checkpoints: CheckpointStore;
+  /** The served model's tokenizer and chat template. */
+  chat: ChatFormat;
   maxContext: number;
   /** This worker's code and config fingerprint. */
   compatibility: Compatibility;
@@ -85,7 +88,7 @@ export function samplingSeed(runSeed: number, trajectoryId: string, turn: number
   return hashString(`${runSeed}/${trajectoryId}/${turn}`);
 }
 
-export function createInferenceActivities({ provider, store, checkpoints, maxContext, compatibility, logger }: InferenceDeps) {
+export function createInferenceActivities({ provider, store, checkpoints, chat, maxContext, compatibility, logger }: InferenceDeps) {
   /** The run and version of the weights the provider holds, once a training run set them. */
   let loaded: { runId: string; version: number } | undefined;
   let loading: Promise<void> | undefined;
@@ -117,7 +120,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
         }
         // Weight sync, traced under the generate call that started it (others wait inside theirs).
         const from = loaded?.version ?? -1;
-        const version = await tracer.span('weights.load', { from, to: latest }, () => provider.loadWeights(checkpoints.file(need.runId, latest)));
+        const version = await tracer.span('weights.load', { from, to: latest }, () => provider.loadWeights(checkpoints.location(need.runId, latest), latest));
         loaded = { runId: need.runId, version };
         logger.info({ runId: need.runId, version }, 'switched to published weights');
       })().finally(() => {
@@ -140,7 +143,9 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
     if (input.policy) await ensurePolicy(input.policy);
     const previous = await store.getTurns(runId, trajectoryId, turn);
     const freshContext = turn === 0 || input.freshContext === true;
-    const promptDeltaIds = freshContext ? renderConversationStart(input.messages) : renderContinuation(previous[turn - 1].completionIds, input.messages);
+    const promptDeltaIds = freshContext
+      ? chat.renderConversationStart(input.messages)
+      : chat.renderContinuation(previous[turn - 1].completionIds, input.messages);
     const promptIds = nextPromptIds(previous, promptDeltaIds, freshContext);
     if (promptIds.length >= maxContext) {
       log.info({ contextTokens: promptIds.length, maxContext }, 'context full before sampling');
@@ -159,8 +164,10 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
             temperature: input.sampling.temperature,
             topP: input.sampling.topP,
             seed: samplingSeed(input.runSeed, trajectoryId, turn),
-            stopTokens: STOP_TOKENS,
+            stopTokens: chat.stopTokens,
           },
+          // A cancelled activity (its trajectory was cancelled or timed out) stops its request.
+          signal: Context.current().cancellationSignal,
         });
         span.set({ tokens: sampled.completionIds.length, queueMs: Math.round(sampled.queueMs), version: sampled.policyVersion });
         return sampled;
@@ -175,7 +182,7 @@ export function createInferenceActivities({ provider, store, checkpoints, maxCon
         logprobs: result.logprobs,
         policyVersions: result.tokenPolicyVersions ?? result.completionIds.map(() => result.policyVersion),
         finishReason: result.finishReason,
-        text: decode(result.completionIds),
+        text: chat.decode(result.completionIds),
         contextTokens: promptIds.length,
       });
       log.debug({ completionTokens: record.completionIds.length, queueMs: result.queueMs, decodeMs: result.decodeMs }, 'generated');

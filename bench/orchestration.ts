@@ -11,6 +11,7 @@ import { parseRunConfig } from '../src/runConfig';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';
+import { embeddedChatFormat } from '../src/chat/format';
 import { runRollout } from '../client/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
 import { compatibilityOf } from '../src/core/compatibility';
@@ -65,6 +66,7 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     provider: new ZeroLatencyProvider(),
     store,
     checkpoints,
+    chat: embeddedChatFormat,
     maxContext: config.model.maxContext,
     compatibility,
     logger,

@@ -12,6 +12,7 @@ import { buildId } from '../src/paths';
 import { describeEnvironment } from '../src/plugins/registry';
 import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
+import { startLocalModelServers } from './modelServers';
 import { taskQueuesFor } from '../workers/taskQueues';
 import type { EpisodeSpec } from '../workflows/types';
 
@@ -100,11 +101,13 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
     const server = await startDevServer({ dataDir: config.dataDir, port: portOf(config.temporal.address), log: (line) => logger.info(line) });
     logger.info({ address: server.address, webUi: server.uiUrl }, 'Temporal dev server ready');
   }
-  const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
-  const connection = await Connection.connect({ address: config.temporal.address });
   const layout = runLayout(config.dataDir, runId);
   await fs.mkdir(layout.dir, { recursive: true });
   await fs.writeFile(layout.configFile, JSON.stringify(config, null, 2));
+  // Model servers before the inference workers, which send them requests as soon as they poll.
+  const modelServers = options.local ? await startLocalModelServers(config, layout) : undefined;
+  const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
+  const connection = await Connection.connect({ address: config.temporal.address });
   return {
     runId,
     layout,
@@ -112,7 +115,7 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
     workers,
     async close(graceMs) {
       await connection.close();
-      const shutdown = workers?.shutdown();
+      const shutdown = workers?.shutdown().then(() => modelServers?.stop());
       if (graceMs === undefined) return shutdown;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([shutdown, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);

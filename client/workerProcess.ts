@@ -1,7 +1,8 @@
 /**
- * Worker processes: `trajflow worker --role ...` as a child process writing straight into a log
- * file, started and stopped like a real deployment's: the trainer of `trajflow train --local`, and
- * the workers of fault tests and the soak script.
+ * Worker and server processes as children writing straight into a log file, started and stopped
+ * like a real deployment's: `trajflow worker --role ...` (the trainer of `trajflow train --local`,
+ * the workers of fault tests and the soak script), and the Python trainer worker and model servers
+ * of a real-model run.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, closeSync, openSync, readSync, statSync } from 'node:fs';
@@ -50,20 +51,31 @@ function readFrom(file: string, offset: number): string {
   }
 }
 
+/** A process to start with its output kept in a log file, and the line it prints once ready. */
+export interface ProcessSpec {
+  /** Names the process in the log and in errors. */
+  name: string;
+  command: string;
+  args: string[];
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Printed by the process once it serves (polls its queues, listens on its port). */
+  readyLine: string;
+}
+
 /**
- * Starts `trajflow worker --role <roles>` (the compiled CLI, so SIGKILL kills a real worker) with
- * its output appended to `logFile`; resolves once it polls. The child writes the file itself, so
- * its log outlives this process and never blocks on it.
+ * Starts a process with its output appended to `logFile`; resolves once it prints its ready line.
+ * The child writes the file itself, so its log outlives this process and never blocks on it.
  */
-export function spawnLoggedWorker(roles: string, configFile: string, logFile: string, options: SpawnOptions = {}): Promise<LoggedWorker> {
+export function spawnLoggedProcess(spec: ProcessSpec, logFile: string, options: SpawnOptions = {}): Promise<LoggedWorker> {
   const { timeoutMs = 120_000, exitWithParent = false } = options;
-  appendFileSync(logFile, `--- ${new Date().toISOString()} pid ${process.pid} starts: trajflow worker --role ${roles}\n`);
+  appendFileSync(logFile, `--- ${new Date().toISOString()} pid ${process.pid} starts: ${spec.name}\n`);
   const offset = statSync(logFile).size;
   const out = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [CLI, 'worker', '--role', roles, '-c', configFile], {
+  const child = spawn(spec.command, spec.args, {
+    cwd: spec.cwd,
     stdio: ['ignore', out, out],
-    // The child inherits TRAJFLOW_WORKFLOW_BUNDLE, if set: a prebuilt bundle starts much faster.
-    env: { ...process.env, TRAJFLOW_LOG_LEVEL: 'info', ...(exitWithParent ? { [PARENT_PID_ENV]: String(process.pid) } : {}) },
+    env: { ...process.env, ...spec.env, ...(exitWithParent ? { [PARENT_PID_ENV]: String(process.pid) } : {}) },
   });
   closeSync(out);
   return new Promise((resolve, reject) => {
@@ -76,16 +88,35 @@ export function spawnLoggedWorker(roles: string, configFile: string, logFile: st
       else resolve({ child, logFile });
     };
     const watch = setInterval(() => {
-      if (output().includes('workers polling')) settle();
+      if (output().includes(spec.readyLine)) settle();
     }, 100);
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      settle(new Error(`worker ${roles} did not poll within ${timeoutMs} ms:\n${output().slice(-3000)}`));
+      settle(new Error(`${spec.name} was not ready within ${timeoutMs} ms:\n${output().slice(-3000)}`));
     }, timeoutMs);
     const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
-      settle(new Error(`worker ${roles} exited (${code ?? signal}) before polling:\n${output().slice(-3000)}`));
+      settle(new Error(`${spec.name} exited (${code ?? signal}) before it was ready:\n${output().slice(-3000)}`));
     child.once('exit', onExit);
   });
+}
+
+/**
+ * Starts `trajflow worker --role <roles>` (the compiled CLI, so SIGKILL kills a real worker);
+ * resolves once it polls.
+ */
+export function spawnLoggedWorker(roles: string, configFile: string, logFile: string, options: SpawnOptions = {}): Promise<LoggedWorker> {
+  return spawnLoggedProcess(
+    {
+      name: `trajflow worker --role ${roles}`,
+      command: process.execPath,
+      args: [CLI, 'worker', '--role', roles, '-c', configFile],
+      // The child inherits TRAJFLOW_WORKFLOW_BUNDLE, if set: a prebuilt bundle starts much faster.
+      env: { TRAJFLOW_LOG_LEVEL: 'info' },
+      readyLine: 'workers polling',
+    },
+    logFile,
+    options,
+  );
 }
 
 export function isRunning(worker: LoggedWorker): boolean {

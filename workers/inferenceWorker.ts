@@ -1,12 +1,14 @@
 /**
  * Inference worker: polls `<prefix>-inference` for `generate`. The embedded engine decodes in a
- * worker thread, batching every concurrent `generate` into one forward pass per step, so this
- * worker takes many activities at once (at least two batches' worth, so the engine never waits
- * for the next request to arrive).
+ * worker thread, and vLLM / SGLang servers on their own hosts, each batching every concurrent
+ * request into one forward pass per step, so this worker takes many activities at once (at least
+ * two batches' worth, so the engine never waits for the next request to arrive). A real model's
+ * prompts are built with its own tokenizer and chat template (`model.path`).
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createInferenceActivities } from '../activities/inference';
+import { chatFormatFor } from '../src/chat/load';
 import type { InferenceProvider } from '../src/inference/provider';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
@@ -34,11 +36,12 @@ export async function createInferenceWorker(
   provider: InferenceProvider,
   logger: Logger,
 ): Promise<InferenceWorker> {
-  const checkpoints = new CheckpointStore(config.dataDir);
+  const checkpoints = new CheckpointStore(config.dataDir, config.model.path ? 'huggingface' : 'embedded');
   const activities = createInferenceActivities({
     provider,
     store,
     checkpoints,
+    chat: await chatFormatFor(config.model),
     maxContext: config.model.maxContext,
     compatibility: compatibilityOf(config, buildId()),
     logger,

@@ -16,6 +16,7 @@ import { metrics, startMetricsServer } from '../src/metrics/prometheus';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
+import { startPythonTrainer, type PythonTrainer } from './pythonTrainer';
 import { createWorkflowWorker } from './workflowWorker';
 import { createSessionHost } from './sessionHost';
 
@@ -70,7 +71,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   let flushEngineStats = async () => undefined as void;
 
   if (has('inference')) {
-    const provider = options.provider ?? (await createProvider(config));
+    const provider = options.provider ?? (await createProvider(config, logger.child({ role: 'inference' })));
     const inference = await createInferenceWorker(config, connection, store, provider, logger.child({ role: 'inference' }));
     inference.stats.start();
     workers.push(inference.worker);
@@ -103,7 +104,16 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
       () => sessionHost.busy.stop(),
     );
   }
-  if (has('trainer')) workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
+  // A real model (`model.path`) is trained by the Python trainer, in a child process.
+  let pythonTrainer: PythonTrainer | undefined;
+  let shuttingDown = false;
+  if (has('trainer')) {
+    if (config.model.path) pythonTrainer = await startPythonTrainer(config, logger.child({ role: 'trainer' }));
+    else workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
+  }
+  const trainerExited = pythonTrainer?.done.then(() => {
+    if (!shuttingDown) throw new Error('the Python trainer exited unexpectedly; restart this worker (completed train steps are kept)');
+  });
 
   let metricsUrl: string | undefined;
   if (prometheusPort !== undefined) {
@@ -113,7 +123,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     logger.info({ metrics: metricsUrl }, 'Prometheus metrics endpoint');
   }
 
-  const done = Promise.all(workers.map((w) => w.run())).then(async () => {
+  const done = Promise.all([...workers.map((w) => w.run()), trainerExited]).then(async () => {
     for (const cleanup of cleanups) await cleanup();
     await connection.close();
     await tracer.flush();
@@ -124,7 +134,9 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     flushEngineStats,
     metricsUrl,
     async shutdown() {
+      shuttingDown = true;
       for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+      await pythonTrainer?.shutdown();
       await done;
     },
   };

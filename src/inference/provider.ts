@@ -1,6 +1,6 @@
 /**
- * The one interface between trajflow and a model server. The embedded CPU engine implements it;
- * production backends (vLLM, SGLang) plug in behind the same shape.
+ * The one interface between trajflow and a model server. The embedded CPU engine implements it,
+ * and so do the HTTP clients of vLLM and SGLang servers (src/inference/http/).
  *
  * Token-in/token-out: a request carries prompt token ids and a response carries the sampled ids
  * with their logprobs, so nothing is ever re-tokenized.
@@ -25,6 +25,8 @@ export interface SamplingParams {
 export interface GenerateRequest {
   promptIds: readonly number[];
   sampling: SamplingParams;
+  /** Aborts the request (the activity was cancelled): the backend stops decoding it. */
+  signal?: AbortSignal;
 }
 
 export interface GenerateResult {
@@ -58,10 +60,11 @@ export interface EngineStats {
 export interface InferenceProvider {
   generate(request: GenerateRequest): Promise<GenerateResult>;
   /**
-   * Switches to the weights in a checkpoint file between decode steps (requests in flight go on
-   * with them, recording the new version per token); resolves with the version loaded.
+   * Switches to policy `version`, published at `checkpoint` (the embedded model's checkpoint file,
+   * or a real model's Hugging Face directory), between decode steps: requests in flight go on
+   * with the new weights and record the version per token. Resolves with the version loaded.
    */
-  loadWeights(checkpointFile: string): Promise<number>;
+  loadWeights(checkpoint: string, version: number): Promise<number>;
   stats(): Promise<EngineStats>;
   close(): Promise<void>;
 }

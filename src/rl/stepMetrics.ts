@@ -39,6 +39,16 @@ export interface StepMetrics extends TrainMetrics {
   trajectoryTime?: TrajectoryTime;
   /** Seconds from the start of the run to the end of this step (absent in runs that did not say). */
   elapsedS?: number;
+  /**
+   * Train/inference agreement (the Python trainer of a real model): over the trained tokens that
+   * the very version being trained sampled, the trainer's recomputed logprobs vs the server's
+   * behaviour logprobs: how many were compared, the max and mean absolute difference, and the
+   * k3 estimate of KL(behaviour || trainer).
+   */
+  logprobTokensCompared?: number;
+  logprobDiffMax?: number;
+  logprobDiffMean?: number;
+  logprobMismatchKl?: number;
 }
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -7,15 +7,28 @@
 import { promises as fs } from 'node:fs';
 import { checkpointVersionOf, runLayout } from './runLayout';
 
+/** How a version is published: the embedded model's checkpoint file, or a real model's Hugging Face directory. */
+export type CheckpointFormat = 'embedded' | 'huggingface';
+
 export class CheckpointStore {
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    readonly format: CheckpointFormat = 'embedded',
+  ) {}
 
   dir(runId: string): string {
     return runLayout(this.root, runId).checkpointsDir;
   }
 
+  /** The embedded model's checkpoint file of a version. */
   file(runId: string, version: number): string {
     return runLayout(this.root, runId).checkpointFile(version);
+  }
+
+  /** Where a version is published in this store's format: what an inference backend loads. */
+  location(runId: string, version: number): string {
+    const run = runLayout(this.root, runId);
+    return this.format === 'huggingface' ? run.checkpointDir(version) : run.checkpointFile(version);
   }
 
   /** The highest published version of a run, if any. */

@@ -7,6 +7,7 @@
  *     config.json                              the run's config, as started
  *     summary.json                             a rollout run's summary
  *     trainer.log                              a local training run's trainer process
+ *     model-server-<port>.log                  a local real-model run's model server
  *     learning-curve.csv                       a training run's curve, as the CLI prints it
  *     trajectories/<trajectoryId>/turn-000003.json, summary.json
  *     groups/<groupId>.json
@@ -85,6 +86,11 @@ export class RunLayout {
 
   get trainerLog(): string {
     return path.join(this.dir, 'trainer.log');
+  }
+
+  /** The log of the model server a local real-model run started on `port`. */
+  modelServerLog(port: number): string {
+    return path.join(this.dir, `model-server-${port}.log`);
   }
 
   get learningCurveFile(): string {

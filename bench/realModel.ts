@@ -1,0 +1,104 @@
+/**
+ * `npm run bench:real-model`: the real-model path on this machine, measured in one run.
+ *   1. decode tokens/s through the model server at batch 1 and batch 16 (HTTP client included);
+ *   2. seconds per weight sync (the server loads a published Hugging Face directory from disk);
+ *   3. a short training run of config/examples/arithmetic-smollm2-train.yaml (`--steps N` to
+ *      shorten it): reward per step, which must rise, and the Python trainer's train tokens/s.
+ * Needs `bash scripts/setup.sh` (the Python environment and the SmolLM2 directory).
+ */
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnModelServer } from '../client/modelServers';
+import { runTraining } from '../client/runTraining';
+import { stopWorker } from '../client/workerProcess';
+import { createLogger } from '../src/log';
+import { PROJECT_ROOT, SMOLLM2_DIR } from '../src/paths';
+import { freePort } from '../src/ports';
+import { createHttpProvider } from '../src/inference/http/httpProvider';
+import type { InferenceProvider } from '../src/inference/provider';
+import { loadRunConfig } from '../src/runConfig';
+import { loadChatFormat } from '../src/chat/hfChatFormat';
+
+const DECODE_TOKENS = 48;
+const SYNCS = 3;
+
+function argument(name: string): string | undefined {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? process.argv[at + 1] : undefined;
+}
+
+/** Tokens/s of `batch` concurrent requests, each decoding DECODE_TOKENS tokens (no stop token). */
+async function decodeRate(provider: InferenceProvider, promptIds: number[], batch: number): Promise<number> {
+  const started = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: batch }, (_, i) =>
+      provider.generate({ promptIds, sampling: { maxTokens: DECODE_TOKENS, temperature: 1, topP: 1, seed: 1000 + i, stopTokens: [] } }),
+    ),
+  );
+  const tokens = results.reduce((sum, r) => sum + r.completionIds.length, 0);
+  return tokens / ((performance.now() - started) / 1000);
+}
+
+async function benchmarkServer(): Promise<void> {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-'));
+  const server = await spawnModelServer(SMOLLM2_DIR, port, path.join(dir, 'model-server.log'), 16);
+  const provider = createHttpProvider({ backend: 'sglang', servers: [`http://127.0.0.1:${port}`], requestTimeoutS: 300 });
+  try {
+    const chat = await loadChatFormat(SMOLLM2_DIR);
+    const promptIds = chat.renderConversationStart([{ role: 'user', content: 'Write a short story about a robot learning to add numbers.' }]);
+    await decodeRate(provider, promptIds, 1); // warm-up
+    const one = await decodeRate(provider, promptIds, 1);
+    const sixteen = await decodeRate(provider, promptIds, 16);
+    console.log(
+      `model server (SmolLM2-135M-Instruct, float32, ${os.cpus().length} cores), ${DECODE_TOKENS} tokens per request, prompt ${promptIds.length} tokens`,
+    );
+    console.log(`  batch  1: ${one.toFixed(1)} tokens/s`);
+    console.log(`  batch 16: ${sixteen.toFixed(1)} tokens/s (${(sixteen / one).toFixed(2)}x)`);
+    const syncs: number[] = [];
+    for (let version = 1; version <= SYNCS; version++) {
+      const started = performance.now();
+      await provider.loadWeights(SMOLLM2_DIR, version);
+      syncs.push((performance.now() - started) / 1000);
+    }
+    console.log(`  weight sync from disk: ${syncs.map((s) => s.toFixed(2)).join(', ')} s`);
+  } finally {
+    await provider.close();
+    await stopWorker(server);
+  }
+}
+
+async function benchmarkTraining(): Promise<void> {
+  const file = path.join(PROJECT_ROOT, 'config', 'examples', 'arithmetic-smollm2-train.yaml');
+  const loaded = loadRunConfig(file);
+  const steps = Number(argument('steps') ?? loaded.trainer.steps);
+  const config = { ...loaded, trainer: { ...loaded.trainer, steps } };
+  const logger = createLogger('bench');
+  logger.level = 'warn';
+  const summary = await runTraining(config, { local: true, logger, configFile: file });
+  console.log(`training ${summary.result.runId}: ${summary.result.steps} steps in ${summary.wallSeconds.toFixed(0)} s`);
+  console.log('  step  reward  success  trained tokens  train tokens/s  staleness<=  mismatch KL');
+  for (const m of summary.curve) {
+    const rate = m.stepMs > 0 ? m.tokens / (m.stepMs / 1000) : 0;
+    console.log(
+      `  ${String(m.step).padStart(4)}  ${m.rewardMean.toFixed(3)}  ${(100 * m.successRate).toFixed(1).padStart(6)}%  ${String(m.tokens).padStart(14)}  ${rate.toFixed(1).padStart(14)}  ${String(m.stalenessMax).padStart(11)}  ${(m.logprobMismatchKl ?? 0).toExponential(2)}`,
+    );
+  }
+  const half = Math.floor(summary.curve.length / 2);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const first = mean(summary.curve.slice(0, half).map((m) => m.rewardMean));
+  const second = mean(summary.curve.slice(half).map((m) => m.rewardMean));
+  console.log(`  mean reward, first half ${first.toFixed(3)} -> second half ${second.toFixed(3)}`);
+}
+
+async function main(): Promise<void> {
+  process.env.HF_HUB_OFFLINE = '1';
+  await benchmarkServer();
+  if (!process.argv.includes('--no-training')) await benchmarkTraining();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

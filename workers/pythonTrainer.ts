@@ -1,0 +1,99 @@
+/**
+ * Trainer worker of a real model (`model.path`): the Python trainer (python/trajflow_py/trainer,
+ * PyTorch + transformers) polls `<prefix>-trainer` for the same activities as the embedded trainer
+ * (`preparePolicy`, `trainStep`, same names and JSON). This module starts it as a child process
+ * with this worker's connection, data directory and fingerprint, and stops it with this worker:
+ * a Python trainer never outlives the `trajflow worker` that started it, even one SIGKILLed.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { RunConfig } from '../config/schema';
+import { compatibilityOf } from '../src/core/compatibility';
+import type { Logger } from '../src/log';
+import { buildId, PYTHON_BIN, PYTHON_SOURCES } from '../src/paths';
+import { taskQueuesFor } from './taskQueues';
+
+/** The line the Python trainer prints once it polls. */
+const READY_LINE = 'workers polling';
+/** The Python trainer loads torch and transformers before it polls. */
+const START_TIMEOUT_MS = 180_000;
+/** How long an in-flight step may take to finish or hand back after SIGTERM. */
+const STOP_GRACE_MS = 30_000;
+
+/** What the Python trainer reads at start (python/trajflow_py/trainer/settings.py). */
+export interface PythonTrainerSettings {
+  temporal: { address: string; namespace: string };
+  taskQueue: string;
+  dataDir: string;
+  modelPath: string;
+  compatibility: ReturnType<typeof compatibilityOf>;
+  identity: string;
+}
+
+export interface PythonTrainer {
+  /** Resolves when the Python process has exited. */
+  done: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export function pythonTrainerSettings(config: RunConfig): PythonTrainerSettings {
+  if (!config.model.path) throw new Error('the Python trainer trains a real model: set model.path');
+  return {
+    temporal: { address: config.temporal.address, namespace: config.temporal.namespace },
+    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
+    dataDir: path.resolve(config.dataDir),
+    modelPath: config.model.path,
+    compatibility: compatibilityOf(config, buildId()),
+    identity: `python-trainer@${os.hostname()}/${process.pid}`,
+  };
+}
+
+export async function startPythonTrainer(config: RunConfig, logger: Logger): Promise<PythonTrainer> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-trainer-'));
+  const settingsFile = path.join(dir, 'settings.json');
+  writeFileSync(settingsFile, JSON.stringify(pythonTrainerSettings(config)));
+  const child = spawn(PYTHON_BIN, ['-m', 'trajflow_py.trainer', '--settings', settingsFile], {
+    cwd: PYTHON_SOURCES,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', TRAJFLOW_PARENT_PID: String(process.pid), PYTHONUNBUFFERED: '1' },
+  });
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  const done = exited.then((how) => {
+    rmSync(dir, { recursive: true, force: true });
+    logger.info({ exit: how }, 'Python trainer exited');
+  });
+  await new Promise<void>((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the Python trainer did not poll within ${START_TIMEOUT_MS / 1000} s`));
+    }, START_TIMEOUT_MS);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      if (seen !== READY_LINE) {
+        seen = (seen + chunk.toString()).includes(READY_LINE) ? READY_LINE : (seen + chunk.toString()).slice(-200);
+        if (seen === READY_LINE) {
+          clearTimeout(timer);
+          resolve();
+        }
+      }
+    });
+    void exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`the Python trainer exited (${how}) before it polled; is the Python environment set up (bash scripts/setup.sh)?`));
+    });
+  });
+  logger.info({ pid: child.pid, taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer }, 'Python trainer polling');
+  return {
+    done,
+    async shutdown() {
+      if (child.exitCode !== null || child.signalCode !== null) return done;
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+      await done;
+      clearTimeout(killer);
+    },
+  };
+}
