@@ -581,20 +581,29 @@ describe('HTTP provider: cancellation', () => {
 });
 
 describe('HTTP provider: weights', () => {
-  it('SGLang: reads the version, loads the directory labelled with it, and skips a server already there', async () => {
-    const [fresh, ahead] = [await sglangFixture({ weightVersion: 'default' }), await sglangFixture({ weightVersion: '9' })];
-    const p = provider({ servers: [fresh.url, ahead.url] });
+  it('SGLang: loads the directory labelled with its version; later, skips a server another worker brought further', async () => {
+    // A server's label may be another run's: the first sync of each server always loads.
+    const [fresh, labelled] = [await sglangFixture({ weightVersion: 'default' }), await sglangFixture({ weightVersion: '9' })];
+    const p = provider({ servers: [fresh.url, labelled.url] });
     await expect(p.loadWeights('/ckpt/v000003', 3)).resolves.toBe(3);
-    expect(fresh.calls()).toEqual(['GET /get_model_info', 'POST /update_weights_from_disk']);
-    expect(fresh.bodiesTo('/update_weights_from_disk')).toEqual([
-      { model_path: '/ckpt/v000003', weight_version: '3', abort_all_requests: false, flush_cache: true },
-    ]);
-    expect(ahead.calls()).toEqual(['GET /get_model_info']);
+    for (const server of [fresh, labelled]) {
+      expect(server.calls()).toEqual(['POST /update_weights_from_disk']);
+      expect(server.bodiesTo('/update_weights_from_disk')).toEqual([
+        { model_path: '/ckpt/v000003', weight_version: '3', abort_all_requests: false, flush_cache: true },
+      ]);
+    }
 
     await p.loadWeights('/ckpt/v000003', 3);
-    expect(fresh.calls()).toHaveLength(2);
+    expect(fresh.calls()).toHaveLength(1);
     expect((await p.stats()).policyVersion).toBe(3);
     expect((await p.generate(request())).policyVersion).toBe(3);
+
+    // Another inference worker of the run has loaded version 5 there: it is kept.
+    fresh.weightVersion = '5';
+    labelled.weightVersion = '5';
+    await p.loadWeights('/ckpt/v000004', 4);
+    expect(fresh.calls().slice(-1)).toEqual(['GET /get_model_info']);
+    expect(fresh.bodiesTo('/update_weights_from_disk')).toHaveLength(1);
   });
 
   it('vLLM: pauses keeping requests, reloads from disk, drops old KV, labels the version, resumes', async () => {
@@ -602,7 +611,6 @@ describe('HTTP provider: weights', () => {
     const p = provider({ backend: 'vllm', servers: [a.url] });
     await expect(p.loadWeights('/ckpt/v000002', 2)).resolves.toBe(2);
     expect(a.calls()).toEqual([
-      'GET /weight_info',
       'POST /pause?mode=keep',
       'POST /collective_rpc',
       'POST /reset_prefix_cache?reset_running_requests=true',
@@ -638,11 +646,11 @@ describe('HTTP provider: weights', () => {
     a.override = () => 'reset';
     const p = provider({ servers: [a.url], backoff: { initialBackoffMs: 50 } });
     await expect(p.loadWeights('/ckpt/v000004', 4)).resolves.toBe(4);
-    expect(a.calls()).toEqual(['GET /get_model_info']);
+    expect(a.calls()).toEqual(['POST /update_weights_from_disk']);
 
     a.override = undefined;
     const result = await p.generate(request());
-    expect(a.calls()).toEqual(['GET /get_model_info', 'GET /get_model_info', 'POST /update_weights_from_disk', 'POST /generate']);
+    expect(a.calls()).toEqual(['POST /update_weights_from_disk', 'POST /update_weights_from_disk', 'POST /generate']);
     expect(result.policyVersion).toBe(4);
   });
 
@@ -657,14 +665,7 @@ describe('HTTP provider: weights', () => {
     expect((await p.generate(request())).policyVersion).toBe(1); // a resets; b answers
     await new Promise((resolve) => setTimeout(resolve, 40)); // a's backoff passes
     expect((await p.generate(request())).policyVersion).toBe(1); // a, picked least recently
-    expect(a.calls()).toEqual([
-      'GET /get_model_info',
-      'POST /update_weights_from_disk',
-      'POST /generate',
-      'GET /get_model_info',
-      'POST /update_weights_from_disk',
-      'POST /generate',
-    ]);
+    expect(a.calls()).toEqual(['POST /update_weights_from_disk', 'POST /generate', 'POST /update_weights_from_disk', 'POST /generate']);
   });
 });
 

@@ -254,7 +254,10 @@ class HttpProvider implements InferenceProvider {
 
   private async sync(server: ServerState, target: WeightsTarget): Promise<void> {
     const connection = this.connection(server);
-    const reported = await this.backend.weightVersion(connection, CONTROL_TIMEOUT_MS);
+    // A server's label is only a number: until this provider has loaded a server once, the label
+    // may be another run's (a server outlives runs), so the first sync always loads. After it,
+    // a newer version there was loaded by another inference worker of the same run: keep it.
+    const reported = server.knownVersion === undefined ? undefined : await this.backend.weightVersion(connection, CONTROL_TIMEOUT_MS);
     if (reported !== undefined && reported >= target.version) {
       server.knownVersion = reported;
       return;
