@@ -1,0 +1,39 @@
+"""Utilization over a step's interval, from the counters engines and env workers publish."""
+
+import json
+
+import pytest
+
+from trajflow_py.trainer.utilization import UtilizationClock
+
+
+def publish(folder, worker_id, uptime_ms, busy_ms):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{worker_id}.json").write_text(json.dumps({"workerId": worker_id, "uptimeMs": uptime_ms, "busyMs": busy_ms, "writtenAt": 0}))
+
+
+def test_fractions_are_busy_time_differences_over_the_interval(tmp_path):
+    engines, env = tmp_path / "engines", tmp_path / "env-workers"
+    publish(engines, "e1", 1_000, 100)
+    publish(engines, "e2", 5_000, 4_000)
+    clock = UtilizationClock(tmp_path)
+    since = clock.interval_start(10_000)
+    publish(engines, "e1", 3_000, 1_100)  # +1000 busy
+    publish(engines, "e2", 500, 300)  # restarted (uptime went down): all its 300 count
+    publish(env, "w1", 2_000, 500)  # new since the start: all its 500 count
+    first = clock.interval_end(since, 10_500, 12_000)
+    assert first.trainer_idle_fraction == pytest.approx(500 / 2_000)
+    assert first.engine_busy_fraction == pytest.approx((1_000 + 300) / 2_000)
+    assert first.env_busy_fraction == pytest.approx(500 / 2_000)
+    # The next step's interval starts where this one ended.
+    publish(engines, "e1", 4_000, 1_600)
+    second = clock.interval_end(clock.interval_start(12_500), 12_500, 13_000)
+    assert second.trainer_idle_fraction == pytest.approx(500 / 1_000)
+    assert second.engine_busy_fraction == pytest.approx(500 / 1_000)
+    assert second.env_busy_fraction == 0
+
+
+def test_no_env_worker_reports_nothing(tmp_path):
+    clock = UtilizationClock(tmp_path)
+    result = clock.interval_end(clock.interval_start(0), 0, 1_000)
+    assert result.engine_busy_fraction == 0 and result.env_busy_fraction is None

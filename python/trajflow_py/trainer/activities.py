@@ -1,0 +1,179 @@
+"""
+The trainer activities of a real model (task queue `<prefix>-trainer`, one step at a time), by the
+names and JSON of activities/trainer.ts: `preparePolicy` publishes version 0, `trainStep` trains
+one batch of groups into version v+1. (`evaluate` is not served: a real model is evaluated
+through its inference servers.)
+
+A train step is idempotent by its step number: its result file is written once, after the new
+checkpoint and the metrics line; a retry finds the result and returns it, or else trains again
+from checkpoint v, which is exactly where the lost attempt started. The trainer keeps its weights
+and AdamW state in memory between steps and reloads them only when it is not at the step's base.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from temporalio import activity
+from torch import Tensor
+
+from .batch import LoadedBatch, load_batch
+from .cancellation import cancellation_deferred
+from .compatibility import refuse_if_incompatible
+from .failures import invalid_config
+from .files import append_json_line, publish_directory, read_json, write_json_atomically
+from .heartbeat import heartbeating
+from .inputs import PrepareInput, RunScoped, TrainerConfig, TrainStepInput
+from .layout import RunLayout
+from .log import Logger, now_ms
+from .policy import copy_model_dir, default_device
+from .policy_trainer import NOTHING_TRAINED, PolicyTrainer, TrainMetrics
+from .settings import WorkerSettings
+from .step_metrics import Utilization, logprob_agreement, samples_sampled_by, summarize_step
+from .utilization import UtilizationClock
+from .validation import Model, parse
+
+
+def step_record(
+    input: TrainStepInput,
+    batch: LoadedBatch,
+    train: TrainMetrics,
+    before: list[Tensor | None],
+    utilization: Utilization,
+    started_at: int,
+    ended_at: int,
+) -> dict:
+    """The step's line of metrics.jsonl: StepMetrics, the logprob agreement, and elapsedS if the run said when it started."""
+    return {
+        **summarize_step(
+            step=input.step,
+            version=input.base_version + 1,
+            groups=input.groups,
+            groups_skipped=len(batch.skipped),
+            advantages=batch.trajectory_advantages,
+            train=train,
+            token_versions=batch.token_versions,
+            base_version=input.base_version,
+            wall_ms=ended_at - started_at,
+            utilization=utilization,
+            trajectory_times=batch.trajectory_times,
+        ),
+        **logprob_agreement(batch.samples, before, input.base_version),
+        **({} if input.run_started_at is None else {"elapsedS": (ended_at - input.run_started_at) / 1000}),
+    }
+
+
+class HeldTrainer:
+    """The trainer kept in memory between steps, and which run and version its weights are."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self._held: tuple[str, int, PolicyTrainer] | None = None
+
+    def take(self, run: RunLayout, run_id: str, version: int, config: TrainerConfig, temperature: float) -> PolicyTrainer:
+        """
+        The trainer at (run, version): the one in memory, or one restored from that checkpoint.
+        Taking it forgets it: until `advanced` says which version its weights now are, a step that
+        fails midway (weights updated, nothing published) leaves the next attempt to reload.
+        """
+        held, self._held = self._held, None
+        if held is not None and held[0] == run_id and held[1] == version:
+            return held[2]
+        del held  # free the old weights before loading the new ones
+        checkpoint = run.checkpoint_dir(version)
+        if not checkpoint.is_dir():
+            raise FileNotFoundError(f"run {run_id} has no checkpoint of version {version} ({checkpoint})")
+        # The KL penalty's reference is the run's version 0: the policy RL started from.
+        return PolicyTrainer.load(checkpoint, run.checkpoint_dir(0), config, temperature, self._device)
+
+    def advanced(self, run_id: str, version: int, trainer: PolicyTrainer) -> None:
+        """`trainer` has just published `version`: the next step of the run starts from it."""
+        self._held = (run_id, version, trainer)
+
+
+class TrainerActivities:
+    def __init__(self, settings: WorkerSettings, logger: Logger, device: torch.device | None = None) -> None:
+        self._data_dir = settings.data_dir
+        self._model_path = settings.model_path
+        self._compatibility = settings.compatibility
+        self._logger = logger
+        self._held = HeldTrainer(device or default_device())
+        self._utilization = UtilizationClock(settings.data_dir)
+
+    def _parse(self, model: type[Model], raw: Any, activity_name: str) -> Model:
+        """The input, refused first if the run's fingerprint differs (whatever else is wrong with it)."""
+        try:
+            scope = parse(RunScoped, raw, f"{activity_name} input")
+            refuse_if_incompatible(scope.run_id, scope.compatibility, self._compatibility, self._logger)
+            return parse(model, raw, f"{activity_name} input")
+        except ValueError as err:
+            # The workflow would send the same input again: retrying cannot help.
+            raise invalid_config(str(err)) from None
+
+    @activity.defn(name="preparePolicy")
+    def prepare_policy(self, raw: dict) -> dict:
+        with heartbeating():
+            return self.prepare(self._parse(PrepareInput, raw, "preparePolicy"))
+
+    @activity.defn(name="trainStep")
+    def train_step(self, raw: dict) -> dict:
+        with heartbeating():
+            return self.train(self._parse(TrainStepInput, raw, "trainStep"))
+
+    def prepare(self, input: PrepareInput) -> dict:
+        """Version 0 of a run: a copy of the model directory, unless the run has checkpoints."""
+        if input.trainer.format_warmup_steps > 0:
+            raise invalid_config("trainer.formatWarmupSteps > 0: the format warm-up is for the embedded model; set it to 0 for a real model")
+        run = RunLayout(self._data_dir, input.run_id)
+        latest = run.latest_version()
+        # Each step publishes exactly one version, so the latest version is the number of steps done.
+        if latest is not None:
+            return {"version": latest, "step": latest}
+        publish_directory(run.checkpoint_dir(0), lambda partial: copy_model_dir(self._model_path, partial))
+        self._logger.info("published version 0", runId=input.run_id, model=str(self._model_path))
+        return {"version": 0, "step": 0}
+
+    def train(self, input: TrainStepInput) -> dict:
+        run_id, step, base = input.run_id, input.step, input.base_version
+        run = RunLayout(self._data_dir, run_id)
+        result_file = run.train_step_file(step)
+        done = read_json(result_file)
+        if done is not None:
+            self._logger.info("train step already done by an earlier attempt; returning it", runId=run_id, step=step)
+            return done
+        started_at = now_ms()
+        since = self._utilization.interval_start(started_at)
+        trainer = self._held.take(run, run_id, base, input.trainer, input.temperature)
+        batch = load_batch(run, input)
+        # Every group skipped: no optimizer step, and the same weights are published as the next
+        # version (one version per step is what admission and resume count on).
+        if batch.samples:
+            train, before = trainer.train_batch(batch.samples, samples_sampled_by(batch.samples, base))
+        else:
+            train, before = NOTHING_TRAINED, []
+        # Publish, metrics line, result: a cancellation (worker shutdown) waits until all are written.
+        with cancellation_deferred():
+            version = base + 1
+            publish_directory(run.checkpoint_dir(version), lambda partial: trainer.save(partial, run.checkpoint_dir(base)))
+            self._held.advanced(run_id, version, trainer)
+            ended_at = now_ms()
+            utilization = self._utilization.interval_end(since, started_at, ended_at)
+            metrics = step_record(input, batch, train, before, utilization, started_at, ended_at)
+            output = {"version": version, "metrics": metrics}
+            # The metrics line first: the result file marks the step done, and a retry that finds it
+            # returns at once, so a line written after it could be lost to a crash in between. A retry
+            # that trains again appends a second line for the step; readers keep the last.
+            append_json_line(run.metrics_file, metrics)
+            write_json_atomically(result_file, output)
+        self._logger.info(
+            "train step done",
+            runId=run_id,
+            step=step,
+            version=version,
+            reward=metrics["rewardMean"],
+            loss=metrics["loss"],
+            logprobDiffMax=metrics["logprobDiffMax"],
+            wallMs=metrics["wallMs"],
+        )
+        return output

@@ -1,0 +1,84 @@
+"""
+The activity inputs, as activities/trainer.ts declares them (PrepareInput, TrainStepInput) and as
+the training workflow sends them: the run's TrainerConfig fully parsed by config/schema.ts, so
+every field the trainer reads is required here and no default is repeated (the schema alone holds
+them) except `precision`, new, for workflows started before it existed. Ranges mirror the schema's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .settings import Compatibility
+from .validation import CamelModel
+
+AdvantageEstimator = Literal["grpo", "rloo", "drgrpo"]
+Aggregation = Literal["token-mean", "sequence-mean-token-mean"]
+Precision = Literal["float32", "bfloat16"]
+
+
+class LossConfig(CamelModel):
+    #: PPO clip range below 1 (the ratio's floor is 1 - epsilon).
+    epsilon: float = Field(gt=0, lt=1)
+    #: Clip range above 1 (the ratio's ceiling is 1 + epsilonHigh; > epsilon is DAPO's clip-higher).
+    epsilon_high: float = Field(gt=0, allow_inf_nan=False)
+    #: KL-to-reference coefficient; 0 turns the reference policy off.
+    beta: float = Field(ge=0, allow_inf_nan=False)
+    kl: Literal["k1", "k3"]
+    aggregation: Aggregation
+
+
+class TurnCreditConfig(CamelModel):
+    weight: float = Field(ge=0)
+    discount: float = Field(gt=0, le=1)
+
+
+class TrainerConfig(CamelModel):
+    advantage: AdvantageEstimator
+    turn_credit: TurnCreditConfig | None = None
+    loss: LossConfig
+    group_filter: Literal["none", "mixed-outcomes"]
+    learning_rate: float = Field(gt=0, allow_inf_nan=False)
+    max_grad_norm: float = Field(gt=0, allow_inf_nan=False)
+    adam_epsilon: float = Field(gt=0, allow_inf_nan=False)
+    optimizer_steps_per_batch: int = Field(ge=1)
+    format_warmup_steps: int = Field(ge=0)
+    precision: Precision = "float32"
+
+
+class GroupSummary(CamelModel):
+    """What the trainer reads of a group (src/core/records.ts); the rest is ignored."""
+
+    group_id: str
+    trajectory_ids: list[str]
+    rewards: list[float]
+    solved: list[bool]
+
+
+class PrepareInput(CamelModel):
+    run_id: str
+    trainer: TrainerConfig
+    temperature: float = Field(gt=0, allow_inf_nan=False)
+    compatibility: Compatibility | None = None
+
+
+class TrainStepInput(CamelModel):
+    run_id: str
+    step: int = Field(ge=0)
+    base_version: int = Field(ge=0)
+    groups: list[GroupSummary]
+    trainer: TrainerConfig
+    #: Sampling temperature: tokens are scored under the distribution that sampled them.
+    temperature: float = Field(gt=0, allow_inf_nan=False)
+    #: When the run started (epoch ms), for the learning curve's elapsed time.
+    run_started_at: float | None = None
+    compatibility: Compatibility | None = None
+
+
+class RunScoped(CamelModel):
+    """The part of any input read before the rest is validated: which run, and its fingerprint."""
+
+    run_id: str = "?"
+    compatibility: Compatibility | None = None

@@ -1,0 +1,124 @@
+"""
+The per-step record of a training run, one line of train/metrics.jsonl (the Python twin of
+src/rl/stepMetrics.ts, same keys), plus the agreement of the trainer's logprobs with the
+sampler's, which only a trainer apart from its inference servers needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from .inputs import GroupSummary
+from .policy_trainer import TrainMetrics
+from .records import TrajectoryTime
+from .samples import TrainingSample
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def js_round(x: float) -> int:
+    """JavaScript's Math.round (halves up), not Python's round (halves to even)."""
+    return math.floor(x + 0.5)
+
+
+def logprob_agreement(samples: Sequence[TrainingSample], before: Sequence[Tensor | None], base_version: int) -> dict:
+    """
+    How far the trainer's logprobs (before the update) are from the behaviour logprobs the
+    sampler recorded, over the trained tokens sampled by the very weights being trained
+    (policyVersion == baseVersion): with d = trainer_lp - behaviour_lp per token,
+
+        logprobDiffMax  = max |d|        logprobDiffMean = mean |d|
+        logprobMismatchKl = mean(exp(d) - 1 - d)   (k3 estimate of KL(behaviour || trainer))
+
+    All 0 with logprobTokensCompared 0 when no token qualifies. On one set of weights these
+    measure the two implementations' numerical disagreement alone (precision, kernels).
+    """
+    diffs: list[float] = []
+    for sample, logprobs in zip(samples, before):
+        if logprobs is None:
+            continue
+        values = logprobs.tolist()
+        for j, t in enumerate(sample.trained_targets()):
+            if sample.policy_versions[t + 1] == base_version:
+                diffs.append(values[j] - sample.behaviour_logprobs[t + 1])
+    return {
+        "logprobTokensCompared": len(diffs),
+        "logprobDiffMax": max((abs(d) for d in diffs), default=0.0),
+        "logprobDiffMean": _mean([abs(d) for d in diffs]),
+        "logprobMismatchKl": _mean([math.exp(d) - 1 - d for d in diffs]),
+    }
+
+
+def samples_sampled_by(samples: Sequence[TrainingSample], version: int) -> list[bool]:
+    """Which samples hold a trained token sampled by `version` (those the agreement reads)."""
+    return [any(v == version for v, m in zip(s.policy_versions, s.loss_mask) if m == 1) for s in samples]
+
+
+@dataclass(frozen=True)
+class Utilization:
+    trainer_idle_fraction: float
+    engine_busy_fraction: float
+    env_busy_fraction: float | None
+
+
+def _mean_time(times: Sequence[TrajectoryTime]) -> dict:
+    def field(name: str) -> int:
+        return js_round(_mean([getattr(t, name) for t in times]))
+
+    return {
+        "totalMs": field("total_ms"),
+        "generationMs": field("generation_ms"),
+        "environmentMs": field("environment_ms"),
+        "waitingMs": field("waiting_ms"),
+    }
+
+
+def summarize_step(
+    *,
+    step: int,
+    version: int,
+    groups: Sequence[GroupSummary],
+    groups_skipped: int,
+    advantages: Sequence[float],
+    train: TrainMetrics,
+    token_versions: Sequence[int],
+    base_version: int,
+    wall_ms: float,
+    utilization: Utilization,
+    trajectory_times: Sequence[TrajectoryTime],
+) -> dict:
+    """One StepMetrics record (camelCase keys, in the TypeScript order)."""
+    rewards = [r for g in groups for r in g.rewards]
+    reward_mean = _mean(rewards)
+    counts: dict[int, int] = {}
+    for v in token_versions:
+        counts[base_version - v] = counts.get(base_version - v, 0) + 1
+    # JSON.stringify lists integer keys ascending; so does this.
+    histogram = {str(staleness): counts[staleness] for staleness in sorted(counts)}
+    return {
+        **train.to_json(),
+        "step": step,
+        "version": version,
+        "groups": len(groups),
+        "groupIds": [g.group_id for g in groups],
+        "groupsSkipped": groups_skipped,
+        "trajectories": len(rewards),
+        "rewardMean": reward_mean,
+        "rewardStd": math.sqrt(_mean([(r - reward_mean) ** 2 for r in rewards])),
+        "successRate": _mean([1.0 if solved else 0.0 for g in groups for solved in g.solved]),
+        "advantageMean": _mean(advantages),
+        "advantageAbsMean": _mean([abs(a) for a in advantages]),
+        "stalenessHistogram": histogram,
+        "stalenessMax": max([0, *counts]),
+        "wallMs": wall_ms,
+        "trainerIdleFraction": utilization.trainer_idle_fraction,
+        "engineBusyFraction": utilization.engine_busy_fraction,
+        **({} if utilization.env_busy_fraction is None else {"envBusyFraction": utilization.env_busy_fraction}),
+        **({"trajectoryTime": _mean_time(trajectory_times)} if trajectory_times else {}),
+    }

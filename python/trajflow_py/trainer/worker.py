@@ -1,0 +1,146 @@
+"""
+The trainer worker process:
+
+    cd python && ../.venv/bin/python -m trajflow_py.trainer --settings FILE
+
+Connects to Temporal, polls the trainer task queue for `preparePolicy` and `trainStep` (sync
+activities on a one-thread executor: one step at a time, as the TypeScript trainer), and prints a
+log line with `workers polling` once it polls (the TypeScript side waits for it).
+
+Stopping: SIGTERM or SIGINT stops polling and gives an in-flight step GRACEFUL_SHUTDOWN_S to finish
+before Temporal cancels it (raised inside the step's thread, so it fails and is retried elsewhere);
+the process then exits 0. A second signal, or a step still running at HARD_EXIT_S, ends it at once.
+With TRAJFLOW_PARENT_PID set, the worker stops the same way once that process is gone: an orphan
+must not keep taking train steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from .log import Logger, configure_logging
+from .settings import WorkerSettings, load_settings
+
+PARENT_PID_ENV = "TRAJFLOW_PARENT_PID"
+PARENT_CHECK_S = 2.0
+GRACEFUL_SHUTDOWN_S = 15.0
+#: From the stop signal: past this, the process exits even if a step ignored its cancellation.
+HARD_EXIT_S = 20.0
+#: Exit status of a second interrupt or a stop that ran out of time.
+FORCED_EXIT_CODE = 130
+
+logger = Logger("trajflow.trainer")
+
+
+def parent_gone(parent_pid: int, was_parent: bool) -> bool:
+    """Whether the process that started this one is gone (or, if it was our parent, no longer is)."""
+    if was_parent and os.getppid() != parent_pid:
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it exists, owned by another user
+    return False
+
+
+async def watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
+    was_parent = os.getppid() == parent_pid
+    while not stop.is_set():
+        if parent_gone(parent_pid, was_parent):
+            logger.warn("the process that started this worker is gone; shutting down", parentPid=parent_pid)
+            stop.set()
+            return
+        await asyncio.sleep(PARENT_CHECK_S)
+
+
+def exit_later(seconds: float, code: int) -> None:
+    """Ends the process after `seconds` whatever it is doing (a daemon thread: a clean exit wins)."""
+
+    def run() -> None:
+        threading.Event().wait(seconds)
+        logger.error("the worker did not stop in time; exiting", afterS=seconds)
+        os._exit(code)
+
+    threading.Thread(target=run, name="hard-exit", daemon=True).start()
+
+
+def on_stop_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+
+    def handle(sig: signal.Signals) -> None:
+        if stop.is_set():
+            logger.warn("interrupted again; exiting now", signal=sig.name)
+            os._exit(FORCED_EXIT_CODE)
+        logger.warn("interrupted; stopping", signal=sig.name, graceS=GRACEFUL_SHUTDOWN_S)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, handle, sig)
+
+
+async def serve(settings: WorkerSettings) -> int:
+    stop = asyncio.Event()
+    on_stop_signals(stop)
+    # identity None: temporalio names the worker <pid>@<host>.
+    client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace, identity=settings.identity)
+    # The worker checks its namespace when it starts polling; checked here first, so that the
+    # ready line is never printed by a worker about to fail.
+    await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=settings.temporal.namespace))
+    # Imported here, not at the top: torch and transformers take seconds to import, and a bad
+    # settings file or an unreachable server should be reported at once.
+    from .activities import TrainerActivities
+
+    activities = TrainerActivities(settings, logger)
+    watcher = None
+    parent_pid = int(os.environ.pop(PARENT_PID_ENV, "0") or 0)
+    if parent_pid > 0:
+        watcher = asyncio.create_task(watch_parent(parent_pid, stop))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="train") as executor:
+        worker = Worker(
+            client,
+            task_queue=settings.task_queue,
+            activities=[activities.prepare_policy, activities.train_step],
+            activity_executor=executor,
+            max_concurrent_activities=1,
+            graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
+            identity=settings.identity,
+        )
+        async with worker:
+            logger.info("workers polling", taskQueue=settings.task_queue, namespace=settings.temporal.namespace, dataDir=str(settings.data_dir))
+            await stop.wait()
+            exit_later(HARD_EXIT_S, FORCED_EXIT_CODE)
+            logger.info("stopping: no new tasks; an in-flight step may finish", graceS=GRACEFUL_SHUTDOWN_S)
+    if watcher is not None:
+        watcher.cancel()
+    logger.info("worker stopped")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trajflow_py.trainer", description="trajflow's trainer worker for real models")
+    parser.add_argument("--settings", required=True, type=Path, help="the worker's settings (JSON, written by the trajflow CLI)")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        settings = load_settings(args.settings)
+    except ValueError as err:
+        logger.error(str(err))
+        return 2
+    try:
+        return asyncio.run(serve(settings))
+    except Exception:
+        logger.error("the trainer worker failed", exc_info=True)
+        return 1
