@@ -179,6 +179,13 @@ export const TrainerConfigSchema = z.strictObject({
    */
   formatWarmupLearningRate: z.number().positive().default(1e-2),
   /**
+   * How long a train step may go without a heartbeat before Temporal gives it to another trainer
+   * (a trainer that died mid-step is noticed this late). The embedded trainer blocks its event
+   * loop during a step's tensor work, so it needs minutes; the Python trainer heartbeats from a
+   * thread every second, so a real-model run can set this low.
+   */
+  heartbeatTimeoutS: z.number().positive().default(120),
+  /**
    * Parameter and compute dtype of the Python trainer of a real model (`model.path`): `float32`,
    * or `bfloat16` (half the memory, faster on accelerators, logprobs further from the server's).
    */

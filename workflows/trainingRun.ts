@@ -51,7 +51,7 @@ export class TrainingRun {
     this.activities = proxyActivities<TrainerActivities>({
       taskQueue: input.taskQueues.trainer,
       startToCloseTimeout: '30 minutes',
-      heartbeatTimeout: '2 minutes',
+      heartbeatTimeout: `${input.trainer.heartbeatTimeoutS} seconds`,
       // A step that fails five times (bad data, a bug) fails the run visibly instead of retrying forever.
       retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
     });
