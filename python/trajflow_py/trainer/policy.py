@@ -83,3 +83,8 @@ def save_checkpoint(model: PreTrainedModel, optimizer: torch.optim.Optimizer | N
             shutil.copyfile(file, dest / file.name)
     if optimizer is not None:
         torch.save(optimizer.state_dict(), dest / OPTIMIZER_FILE)
+
+
+def drop_optimizer_state(checkpoint: Path) -> None:
+    """Removes a checkpoint's optimizer state, once no step can resume from that version."""
+    (checkpoint / OPTIMIZER_FILE).unlink(missing_ok=True)

@@ -1,0 +1,127 @@
+/**
+ * Crash the real-model path and lose nothing: on a SmolLM2 training run served by trajflow's
+ * SGLang-API model server, SIGKILL the model server while trajectories are generating (it is
+ * restarted on the same port: the HTTP client retries the requests there, the server is brought
+ * back to the run's version, and no turn is stored twice), then SIGKILL the Python trainer in the
+ * middle of a train step (a new `trajflow worker --role trainer` takes the retried step from the
+ * published checkpoint: every version once, every group trained in exactly one step).
+ */
+import { readFileSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import pino from 'pino';
+import type { TrainStepOutput } from '../activities/trainer';
+import { spawnModelServer } from '../client/modelServers';
+import { stopWorker } from '../client/workerProcess';
+import { groupIdOf } from '../src/core/ids';
+import { SMOLLM2_DIR } from '../src/paths';
+import { freePort } from '../src/ports';
+import { runLayout } from '../src/store/runLayout';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { trainingStatusQuery, trainingWorkflow } from '../workflows/training';
+import { startWorkers, type RunningWorkers } from '../workers/start';
+import { activityAttempts, auditRun, killWorker, spawnLoggedWorker, storedTurns, tail, waitFor, within, type LoggedWorker } from './support/faultKit';
+import { trainingStart, withClient } from './support/harness';
+import { realModelConfig, STEPS } from './support/realModel';
+import { writeConfigFile } from './support/workerProcess';
+
+// PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered.
+const STARTED = 2;
+
+/** The Python trainer a `trajflow worker --role trainer` process started (its child). */
+function pythonTrainerPid(worker: LoggedWorker): number | undefined {
+  const pid = worker.child.pid!;
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return children.find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('trajflow_py.trainer'));
+}
+
+describe('real-model faults', () => {
+  let server: LoggedWorker | undefined;
+  let trainer: LoggedWorker | undefined;
+  let rollout: RunningWorkers | undefined;
+
+  afterEach(async () => {
+    await killWorker(trainer);
+    await rollout?.shutdown();
+    await stopWorker(server);
+  });
+
+  it('a model server and a Python trainer SIGKILLed mid-work: the run finishes, nothing lost or done twice', async () => {
+    const port = await freePort();
+    // The Python trainer heartbeats every second: a dead one is noticed after 15 s.
+    const config = realModelConfig('real-faults', port, { heartbeatTimeoutS: 15 });
+    const runId = 'real-faults-run';
+    const run = runLayout(config.dataDir, runId);
+    await fs.mkdir(run.dir, { recursive: true });
+    const serverLog = run.modelServerLog(port);
+    const trainerLog = path.join(config.dataDir, 'trainer.log');
+    const inferenceLog = path.join(config.dataDir, 'rollout-workers.log');
+    const logger = pino({ level: 'info' }, pino.destination({ dest: inferenceLog, sync: true }));
+
+    server = await spawnModelServer(SMOLLM2_DIR, port, serverLog, config.inference.maxBatch);
+    rollout = await startWorkers(config, ['workflows', 'inference', 'env'], logger);
+    trainer = await spawnLoggedWorker('trainer', writeConfigFile(config), trainerLog);
+    const training = withClient(async (client) => (await client.workflow.start(trainingWorkflow, trainingStart(config, runId))).result());
+    training.catch(() => undefined);
+    const store = new TrajectoryStore(config.dataDir);
+
+    // 1. The model server dies while trajectories are generating; it comes back on the same port.
+    await waitFor(
+      'turns stored and trajectories generating',
+      async () => {
+        const { finished, inFlight } = await storedTurns(store, runId);
+        return inFlight.size >= 2 && finished.length + inFlight.size >= 2 ? true : undefined;
+      },
+      240_000,
+    );
+    await killWorker(server);
+    console.log('SIGKILLed the model server with trajectories in flight');
+    server = await spawnModelServer(SMOLLM2_DIR, port, serverLog, config.inference.maxBatch);
+
+    // 2. The Python trainer dies inside a train step (step >= 1: the retry must restore a
+    // published version and its optimizer state).
+    const killed = await withClient((client) => {
+      const handle = client.workflow.getHandle(runId);
+      return waitFor(
+        'a train step (step >= 1) in progress on the Python trainer',
+        async () => {
+          const status = await handle.query(trainingStatusQuery).catch(() => undefined);
+          if (!status || status.step < 1) return undefined;
+          const { raw } = await handle.describe();
+          return raw.pendingActivities?.some((a) => a.activityType?.name === 'trainStep' && a.state === STARTED) ? status.step : undefined;
+        },
+        300_000,
+        100,
+      );
+    });
+    const python = pythonTrainerPid(trainer);
+    expect(python).toBeDefined();
+    process.kill(python!, 'SIGKILL');
+    console.log(`SIGKILLed the Python trainer (pid ${python}) in step ${killed}`);
+    // Its `trajflow worker` exits once its Python trainer is gone; a new one takes the retry.
+    await waitFor('the trainer worker to exit after its Python trainer died', async () => (trainer!.child.exitCode !== null ? true : undefined), 30_000);
+    trainer = await spawnLoggedWorker('trainer', writeConfigFile(config), trainerLog);
+
+    const result = await within(
+      training,
+      420_000,
+      `training run ${runId} after the kills`,
+      () => `trainer log:\n${tail(trainerLog)}\nserver log:\n${tail(serverLog)}`,
+    );
+    expect(result.version).toBe(STEPS);
+
+    // The HTTP client sent requests again after the server died, and the turns are exactly once.
+    expect(readFileSync(inferenceLog, 'utf8')).toContain('model server failed; sending the request to another');
+    const groupIds = Array.from({ length: STEPS }, (_, i) => groupIdOf(runId, i));
+    expect(await auditRun(store, runId, groupIds, config.rollout.groupSize)).toEqual([]);
+
+    // Every version published once, every group trained in exactly one step.
+    const steps: TrainStepOutput[] = [];
+    for (let step = 0; step < STEPS; step++) steps.push(JSON.parse(await fs.readFile(run.trainStepFile(step), 'utf8')));
+    expect(steps.map((s) => s.version)).toEqual([1, 2, 3]);
+    expect(steps.flatMap((s) => s.metrics.groupIds).sort()).toEqual(groupIds);
+    const attempts = await withClient(async (client) => (await activityAttempts(client.workflow.getHandle(runId))).trainStep);
+    console.log(`train step attempts: ${attempts.attempts.join(', ')}`);
+    expect(attempts.scheduled).toBe(STEPS);
+    expect(attempts.attempts.some((a) => a > 1)).toBe(true);
+  }, 900_000);
+});
