@@ -9,7 +9,7 @@
  * them from the checkpoint only when it is not at the step's base version.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { AgentConfig, EnvConfig, EvalConfig, ModelSettings, TrainerConfig } from '../config/schema';
+import type { AgentConfig, EnvConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
 import { INVALID_CONFIG } from '../src/core/failures';
 import { hasMixedOutcomes } from '../src/core/groupStats';
@@ -19,7 +19,9 @@ import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
 import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
-import { evaluatePolicy, evaluationSeeds, type EvaluationResult } from '../src/rl/evaluate';
+import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
+import { evaluateOnce, type EvaluateInput, type EvaluationRecord } from './evaluation';
+import { withHeartbeat } from './heartbeat';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { NOTHING_TRAINED, PolicyTrainer, trainerSettings, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
@@ -67,27 +69,6 @@ export interface TrainStepInput {
   runStartedAt?: number;
   /** The run's code and config; a trainer that differs refuses the task. */
   compatibility?: Compatibility;
-}
-
-export interface EvaluateInput {
-  runId: string;
-  runSeed: number;
-  version: number;
-  env: EnvConfig;
-  agent: AgentConfig;
-  maxTokens: number;
-  eval: EvalConfig;
-  runStartedAt?: number;
-  /** The run's code and config; a trainer that differs refuses the task. */
-  compatibility?: Compatibility;
-}
-
-/** One evaluation, a line of eval.jsonl. */
-export interface EvaluationRecord extends EvaluationResult {
-  version: number;
-  wallMs: number;
-  /** Seconds from the start of the run to the end of this evaluation. */
-  elapsedS?: number;
 }
 
 export interface TrainStepOutput {
@@ -143,16 +124,6 @@ function traceStaleness(baseVersion: number, tokenVersions: readonly number[]): 
     sum += lag;
   }
   tracer.counter('staleness', { max, mean: sum / tokenVersions.length });
-}
-
-/** Heartbeats every 5 s while `work` runs (a warm-up or an evaluation holds the event loop in bursts). */
-async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
-  const heartbeat = setInterval(() => Context.current().heartbeat(), 5_000);
-  try {
-    return await work();
-  } finally {
-    clearInterval(heartbeat);
-  }
 }
 
 /**
@@ -369,19 +340,11 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   return output;
 }
 
-/** Evaluates a published version once (idempotent by version, like a train step by its number). */
-async function evaluate({ compatibility, checkpoints, dataDir, logger }: TrainerDeps, input: EvaluateInput): Promise<EvaluationRecord> {
-  const { runId, version } = input;
-  refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
-  const run = runLayout(dataDir, runId);
-  const resultFile = run.evaluationFile(version);
-  const done = await readJson<EvaluationRecord>(resultFile);
-  if (done) return done;
-  const startedAt = Date.now();
-  const { weights } = await loadTrainerCheckpoint(checkpoints.file(runId, version));
-  const result = await withHeartbeat(() =>
+/** The embedded model's evaluation of a published version, on an engine of the trainer's own. */
+function evaluate({ compatibility, checkpoints, dataDir, logger }: TrainerDeps, input: EvaluateInput): Promise<EvaluationRecord> {
+  return evaluateOnce({ role: 'trainer', compatibility, dataDir, logger }, input, async () =>
     evaluatePolicy({
-      weights,
+      weights: (await loadTrainerCheckpoint(checkpoints.file(input.runId, input.version))).weights,
       env: input.env,
       agent: input.agent,
       envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
@@ -390,12 +353,6 @@ async function evaluate({ compatibility, checkpoints, dataDir, logger }: Trainer
       maxBatch: input.eval.episodes,
     }),
   );
-  const endedAt = Date.now();
-  const record: EvaluationRecord = { version, ...result, wallMs: endedAt - startedAt, ...elapsedSince(input.runStartedAt, endedAt) };
-  await appendJsonLine(run.evaluationsFile, record);
-  await writeJsonAtomically(resultFile, record);
-  logger.info({ runId, version, successRate: record.successRate, validAnswerShare: record.validAnswerShare, wallMs: record.wallMs }, 'evaluation done');
-  return record;
 }
 
 /** The trainer worker's activities; the trainer and the utilization baselines live between calls. */

@@ -1,7 +1,8 @@
 /**
  * `npm run bench:real-model`: the real-model path on this machine, measured in one run.
- *   1. decode tokens/s through the model server at batch 1 and batch 16 (HTTP client included);
- *   2. seconds per weight sync (the server loads a published Hugging Face directory from disk);
+ *   1. decode tokens/s at batch 1 and batch 16 through each CPU server, side by side: vLLM's CPU
+ *      build and trajflow's own SGLang-API server (HTTP client included);
+ *   2. seconds per weight sync on each (the server loads a Hugging Face directory from disk);
  *   3. a short training run of config/examples/arithmetic-smollm2-train.yaml (`--steps N` to
  *      shorten it): reward per step, which must rise, and the Python trainer's train tokens/s.
  * Needs `bash scripts/setup.sh` (the Python environment and the SmolLM2 directory).
@@ -9,7 +10,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawnModelServer } from '../client/modelServers';
+import { spawnModelServer, spawnVllmServer } from '../client/modelServers';
 import { runTraining } from '../client/runTraining';
 import { stopWorker } from '../client/workerProcess';
 import { createLogger } from '../src/log';
@@ -40,20 +41,21 @@ async function decodeRate(provider: InferenceProvider, promptIds: number[], batc
   return tokens / ((performance.now() - started) / 1000);
 }
 
-async function benchmarkServer(): Promise<void> {
+async function benchmarkServer(backend: 'vllm' | 'sglang'): Promise<void> {
   const port = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-'));
-  const server = await spawnModelServer(SMOLLM2_DIR, port, path.join(dir, 'model-server.log'), 16);
-  const provider = createHttpProvider({ backend: 'sglang', servers: [`http://127.0.0.1:${port}`], requestTimeoutS: 300 });
+  const log = path.join(dir, 'model-server.log');
+  const server = backend === 'vllm' ? await spawnVllmServer(SMOLLM2_DIR, port, log, 2048) : await spawnModelServer(SMOLLM2_DIR, port, log, 16);
+  const provider = createHttpProvider({ backend, servers: [`http://127.0.0.1:${port}`], requestTimeoutS: 300 });
   try {
     const chat = await loadChatFormat(SMOLLM2_DIR);
     const promptIds = chat.renderConversationStart([{ role: 'user', content: 'Write a short story about a robot learning to add numbers.' }]);
+    await provider.loadWeights(SMOLLM2_DIR, 0);
     await decodeRate(provider, promptIds, 1); // warm-up
     const one = await decodeRate(provider, promptIds, 1);
     const sixteen = await decodeRate(provider, promptIds, 16);
-    console.log(
-      `model server (SmolLM2-135M-Instruct, float32, ${os.cpus().length} cores), ${DECODE_TOKENS} tokens per request, prompt ${promptIds.length} tokens`,
-    );
+    const name = backend === 'vllm' ? 'vLLM 0.32 CPU' : "trajflow's SGLang-API server";
+    console.log(`${name} (SmolLM2-135M-Instruct, float32, ${os.cpus().length} cores), ${DECODE_TOKENS} tokens per request, prompt ${promptIds.length} tokens`);
     console.log(`  batch  1: ${one.toFixed(1)} tokens/s`);
     console.log(`  batch 16: ${sixteen.toFixed(1)} tokens/s (${(sixteen / one).toFixed(2)}x)`);
     const syncs: number[] = [];
@@ -94,7 +96,7 @@ async function benchmarkTraining(): Promise<void> {
 
 async function main(): Promise<void> {
   process.env.HF_HUB_OFFLINE = '1';
-  await benchmarkServer();
+  for (const backend of ['vllm', 'sglang'] as const) await benchmarkServer(backend);
   if (!process.argv.includes('--no-training')) await benchmarkTraining();
 }
 

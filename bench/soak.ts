@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { loadRunConfig, parseRunConfig } from '../src/runConfig';
-import { episodeSpecOf } from '../client/session';
+import { episodeSpecOf, trainingInputOf } from '../client/session';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     const training = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,
       taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-      args: [{ ...episodeSpecOf(config, runId), groupSize: config.rollout.groupSize, maxConcurrency: config.rollout.maxConcurrency, trainer: config.trainer }],
+      args: [trainingInputOf(config, runId)],
     });
     const controller = client.workflow.getHandle(rolloutIdOf(runId));
     const finished = async () => (await controller.query(rolloutStatusQuery)).trajectoriesFinished;

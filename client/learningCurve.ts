@@ -2,7 +2,7 @@
  * A training run's learning curve as stored under its run folder: the train step metrics and the
  * held-out evaluations, their CSV file, and when the run first reached the benchmark levels.
  */
-import type { EvaluationRecord } from '../activities/trainer';
+import type { EvaluationRecord } from '../activities/evaluation';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import { readJsonLines } from '../src/store/jsonLines';
 import type { RunLayout } from '../src/store/runLayout';

@@ -8,12 +8,12 @@ import { promises as fs } from 'node:fs';
 import type { RunConfig } from '../config/schema';
 import { describeEnvironment } from '../src/plugins/registry';
 import type { StepMetrics } from '../src/rl/stepMetrics';
-import type { EvaluationRecord } from '../activities/trainer';
+import type { EvaluationRecord } from '../activities/evaluation';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { trainingStatusQuery, trainingWorkflow, type TrainingResult, type TrainingStatus } from '../workflows/training';
 import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
 import { pollEvery } from './poll';
-import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
+import { episodeSpecOf, openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
 export interface TrainingSummary {
@@ -39,15 +39,7 @@ export async function runTraining(config: RunConfig, options: RunOptions<Trainin
     const handle = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,
       taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-      args: [
-        {
-          ...episodeSpecOf(config, runId),
-          groupSize: config.rollout.groupSize,
-          maxConcurrency: config.rollout.maxConcurrency,
-          trainer: config.trainer,
-          eval: config.eval,
-        },
-      ],
+      args: [trainingInputOf(config, runId)],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'training' },

@@ -14,7 +14,7 @@ import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
 import { startLocalModelServers } from './modelServers';
 import { taskQueuesFor } from '../workers/taskQueues';
-import type { EpisodeSpec } from '../workflows/types';
+import type { EpisodeSpec, TrainingInput } from '../workflows/types';
 
 export function defaultRunId(config: RunConfig, now = new Date()): string {
   return `${config.run.name}-${now
@@ -34,6 +34,20 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     reward: config.reward,
     taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
     compatibility: compatibilityOf(config, buildId()),
+  };
+}
+
+/** A training workflow's input: the episode spec, the rollout sizes, the trainer and evaluation. */
+export function trainingInputOf(config: RunConfig, runId: string): TrainingInput {
+  const spec = episodeSpecOf(config, runId);
+  return {
+    ...spec,
+    groupSize: config.rollout.groupSize,
+    maxConcurrency: config.rollout.maxConcurrency,
+    trainer: config.trainer,
+    eval: config.eval,
+    // A real model is evaluated through its inference servers, the embedded one by the trainer.
+    evaluationQueue: config.model.path ? spec.taskQueues.inference : spec.taskQueues.trainer,
   };
 }
 

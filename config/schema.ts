@@ -281,13 +281,6 @@ export const RunConfigSchema = z
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
       });
     }
-    if (config.model.path !== undefined && config.eval.everySteps > 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['eval', 'everySteps'],
-        message: 'held-out evaluation runs only for the embedded model so far: set 0 for a real model (model.path)',
-      });
-    }
     if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
       ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
     }

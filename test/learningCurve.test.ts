@@ -1,5 +1,5 @@
 /** The printed learning curve's milestones: when a run first reached the benchmark levels. */
-import type { EvaluationRecord } from '../activities/trainer';
+import type { EvaluationRecord } from '../activities/evaluation';
 import { formatMilestones } from '../client/learningCurve';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 

@@ -1,16 +1,17 @@
 /**
  * A real pretrained LLM end to end on the dev server: SmolLM2-135M-Instruct (made by
- * scripts/setup.sh) served by trajflow's model server through SGLang's HTTP API, and trained by
- * the Python trainer worker (PyTorch). Three train steps: every version is published as a Hugging
+ * scripts/setup.sh) served by vLLM's CPU build (token-in/token-out endpoint, RL endpoints, the
+ * logprobs of the sampling distribution), and trained by the Python trainer worker (PyTorch). Three train steps: every version is published as a Hugging
  * Face directory and loaded by the server (the server's weight version is what each sampled token
- * records), every trained token is within `maxStaleness`, rewards are recorded, and the trainer's
- * recomputed logprobs of the tokens sampled by the version it trains agree with the server's.
+ * records), every trained token is within `maxStaleness`, rewards are recorded, the trainer's
+ * recomputed logprobs of the tokens sampled by the version it trains agree with the server's, and
+ * held-out evaluations play through the server.
  */
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { spawnModelServer } from '../client/modelServers';
+import { spawnVllmServer } from '../client/modelServers';
 import { stopWorker, type LoggedWorker } from '../client/workerProcess';
-import { readLearningCurve } from '../client/learningCurve';
+import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { createLogger } from '../src/log';
 import { SMOLLM2_DIR } from '../src/paths';
 import { freePort } from '../src/ports';
@@ -25,7 +26,7 @@ import { MAX_STALENESS, realModelConfig, STEPS } from './support/realModel';
 /** The reference gate for train/inference mismatch (k3 estimate of KL(behaviour || trainer)). */
 const MISMATCH_KL_GATE = 0.015;
 
-describe('a real model (SmolLM2-135M-Instruct) on the dev server', () => {
+describe('a real model (SmolLM2-135M-Instruct) served by vLLM, on the dev server', () => {
   let server: LoggedWorker | undefined;
   let workers: RunningWorkers | undefined;
 
@@ -37,11 +38,12 @@ describe('a real model (SmolLM2-135M-Instruct) on the dev server', () => {
   it('trains 3 steps: versions published and loaded by the server, staleness bounded, logprobs agree', async () => {
     if (!existsSync(path.join(SMOLLM2_DIR, 'config.json'))) throw new Error(`no model at ${SMOLLM2_DIR}: run bash scripts/setup.sh`);
     const port = await freePort();
-    const config = realModelConfig('real-model', port);
+    // Held-out evaluation through the server at version 0 and at the end.
+    const config = realModelConfig('real-model', port, {}, 'vllm', { everySteps: STEPS, episodes: 4 });
     const runId = 'real-model-run';
     const layout = runLayout(config.dataDir, runId);
     await fs.mkdir(layout.dir, { recursive: true });
-    server = await spawnModelServer(SMOLLM2_DIR, port, layout.modelServerLog(port), config.inference.maxBatch);
+    server = await spawnVllmServer(SMOLLM2_DIR, port, layout.modelServerLog(port), config.model.maxContext);
     const logger = createLogger('test');
     logger.level = 'warn';
     workers = await startWorkers(config, ['workflows', 'inference', 'env', 'trainer'], logger);
@@ -94,5 +96,19 @@ describe('a real model (SmolLM2-135M-Instruct) on the dev server', () => {
       const summary = await store.getTrajectory(runId, id);
       if (summary) expect(Number.isFinite(summary.reward)).toBe(true);
     }
+
+    // Evaluated through the server, on the version asked for (nothing newer existed then).
+    const evaluations = await readEvaluations(layout);
+    console.log(
+      evaluations
+        .map((e) => `evaluation of v${e.version}: ${e.solved}/${e.episodes} solved, sampled by v${e.sampledVersions?.min}-${e.sampledVersions?.max}`)
+        .join('\n'),
+    );
+    expect(evaluations.map((e) => e.version)).toEqual([0, STEPS]);
+    for (const e of evaluations) {
+      expect(e.episodes).toBe(4);
+      expect(e.sampledVersions?.min).toBeGreaterThanOrEqual(e.version);
+    }
+    expect(evaluations[1].sampledVersions).toEqual({ min: STEPS, max: STEPS });
   }, 600_000);
 });

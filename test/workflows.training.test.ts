@@ -30,7 +30,7 @@ describe('training workflow with scripted activities', () => {
       trainer: { steps: 2, batchGroups: 1, maxStaleness: 0, weightSync: 'episode' },
     });
     const queue = spec.taskQueues.workflows;
-    const input: TrainingInput = { ...spec, groupSize: 2, maxConcurrency: 4, trainer: config.trainer };
+    const input: TrainingInput = { ...spec, groupSize: 2, maxConcurrency: 4, trainer: config.trainer, evaluationQueue: spec.taskQueues.trainer };
 
     const generated: GenerateInput[] = [];
     const trained: TrainStepInput[] = [];

@@ -1,5 +1,5 @@
 /**
- * Inference worker: polls `<prefix>-inference` for `generate`. The embedded engine decodes in a
+ * Inference worker: polls `<prefix>-inference` for `generate` (and a real model's `evaluate`). The embedded engine decodes in a
  * worker thread, and vLLM / SGLang servers on their own hosts, each batching every concurrent
  * request into one forward pass per step, so this worker takes many activities at once (at least
  * two batches' worth, so the engine never waits for the next request to arrive). A real model's
@@ -7,6 +7,7 @@
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
+import { createServerEvaluationActivities } from '../activities/evaluation';
 import { createInferenceActivities } from '../activities/inference';
 import { chatFormatFor } from '../src/chat/load';
 import type { InferenceProvider } from '../src/inference/provider';
@@ -37,15 +38,15 @@ export async function createInferenceWorker(
   logger: Logger,
 ): Promise<InferenceWorker> {
   const checkpoints = new CheckpointStore(config.dataDir, config.model.path ? 'huggingface' : 'embedded');
-  const activities = createInferenceActivities({
-    provider,
-    store,
-    checkpoints,
-    chat: await chatFormatFor(config.model),
-    maxContext: config.model.maxContext,
-    compatibility: compatibilityOf(config, buildId()),
-    logger,
-  });
+  const chat = await chatFormatFor(config.model);
+  const compatibility = compatibilityOf(config, buildId());
+  const activities = {
+    ...createInferenceActivities({ provider, store, checkpoints, chat, maxContext: config.model.maxContext, compatibility, logger }),
+    // A real model's held-out evaluation plays through the same servers.
+    ...(config.model.path
+      ? createServerEvaluationActivities({ provider, chat, checkpoints, maxContext: config.model.maxContext, compatibility, dataDir: config.dataDir, logger })
+      : {}),
+  };
   const worker = await Worker.create({
     connection,
     namespace: config.temporal.namespace,

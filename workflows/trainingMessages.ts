@@ -1,6 +1,7 @@
 /** What a user asks of a training run (the CLI's status, pause, resume and stop), and its answer. */
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
-import type { EvaluationRecord, TrainStepOutput } from '../activities/trainer';
+import type { EvaluationRecord } from '../activities/evaluation';
+import type { TrainStepOutput } from '../activities/trainer';
 
 export interface TrainingStatus {
   version: number;

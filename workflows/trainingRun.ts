@@ -8,7 +8,8 @@
  * retries and continue-as-new never train a group twice or skip one.
  */
 import { getExternalWorkflowHandle, log, ParentClosePolicy, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
-import type { EvaluationRecord, TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import type { EvaluationActivities, EvaluationRecord } from '../activities/evaluation';
+import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import { groupIdOf, rolloutIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -38,6 +39,7 @@ export interface TrainingState {
 export class TrainingRun {
   readonly state: TrainingState;
   private readonly activities: TrainerActivities;
+  private readonly evaluator: EvaluationActivities;
   private readonly controllerId: string;
   /** Trace: when each group joined the queue (workflow memory, rebuilt by replay) and the depth. */
   private readonly queuedAt = new Map<string, number>();
@@ -53,6 +55,13 @@ export class TrainingRun {
       startToCloseTimeout: '30 minutes',
       heartbeatTimeout: `${input.trainer.heartbeatTimeoutS} seconds`,
       // A step that fails five times (bad data, a bug) fails the run visibly instead of retrying forever.
+      retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
+    });
+    // An evaluation plays its episodes in one go: heartbeats come from a timer, every 5 s.
+    this.evaluator = proxyActivities<EvaluationActivities>({
+      taskQueue: input.evaluationQueue,
+      startToCloseTimeout: '30 minutes',
+      heartbeatTimeout: '2 minutes',
       retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
     });
     this.controllerId = rolloutIdOf(input.runId);
@@ -222,7 +231,7 @@ export class TrainingRun {
       runStartedAt: state.startedAt,
       compatibility: input.compatibility,
     };
-    state.lastEvaluation = await untilMatchingWorker('an evaluation', () => this.activities.evaluate(request));
+    state.lastEvaluation = await untilMatchingWorker('an evaluation', () => this.evaluator.evaluate(request));
   }
 
   /**

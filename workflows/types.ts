@@ -75,6 +75,11 @@ export interface TrainingInput extends EpisodeSpec {
   trainer: TrainerConfig;
   /** Held-out evaluation of published versions; absent or everySteps 0 = none. */
   eval?: EvalConfig;
+  /**
+   * Who evaluates: the trainer queue (the embedded model, on an engine of the trainer's own) or
+   * the inference queue (a real model, through its inference servers).
+   */
+  evaluationQueue: string;
 }
 
 /** The shared episode fields of a larger input, without its own extras. */

@@ -5,6 +5,7 @@
  * the same files through their own weight-update endpoints.
  */
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { checkpointVersionOf, runLayout } from './runLayout';
 
 /** How a version is published: the embedded model's checkpoint file, or a real model's Hugging Face directory. */
@@ -25,9 +26,12 @@ export class CheckpointStore {
     return runLayout(this.root, runId).checkpointFile(version);
   }
 
-  /** Where a version is published in this store's format: what an inference backend loads. */
+  /**
+   * Where a version is published in this store's format: what an inference backend loads. An
+   * absolute path, since model servers resolve it from their own working directory.
+   */
   location(runId: string, version: number): string {
-    const run = runLayout(this.root, runId);
+    const run = runLayout(path.resolve(this.root), runId);
     return this.format === 'huggingface' ? run.checkpointDir(version) : run.checkpointFile(version);
   }
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseRunConfig } from '../../src/runConfig';
 import type { RunConfig } from '../../config/schema';
-import { episodeSpecOf } from '../../client/session';
+import { trainingInputOf } from '../../client/session';
 import type { TrainingInput } from '../../workflows/types';
 
 export function testAddress(): string {
@@ -64,10 +64,6 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
 
 /** Start options of a training workflow for `config`, as `trajflow train` would start it. */
 export function trainingStart(config: RunConfig, runId: string): { workflowId: string; taskQueue: string; args: [TrainingInput] } {
-  const spec = episodeSpecOf(config, runId);
-  return {
-    workflowId: runId,
-    taskQueue: spec.taskQueues.workflows,
-    args: [{ ...spec, groupSize: config.rollout.groupSize, maxConcurrency: config.rollout.maxConcurrency, trainer: config.trainer, eval: config.eval }],
-  };
+  const input = trainingInputOf(config, runId);
+  return { workflowId: runId, taskQueue: input.taskQueues.workflows, args: [input] };
 }

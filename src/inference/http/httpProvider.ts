@@ -15,6 +15,7 @@
  * version; a server that is down then is brought to that version before its next request.
  */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../log';
 import type { EngineStats, GenerateRequest, GenerateResult, InferenceProvider } from '../provider';
@@ -89,6 +90,8 @@ class HttpProvider implements InferenceProvider {
     this.requestTimeoutMs = requestTimeoutS * 1000;
     this.weightLoadTimeoutMs = (weightLoadTimeoutS ?? requestTimeoutS + 600) * 1000;
     this.logger = logger?.child({ component: 'inference-http', backend });
+    // Every request in flight listens to it: hundreds at once are expected, not a leak.
+    setMaxListeners(0, this.closing.signal);
   }
 
   generate(request: GenerateRequest): Promise<GenerateResult> {
