@@ -54,6 +54,10 @@ export function spawnModelServer(modelDir: string, port: number, logFile: string
  *   - `VLLM_SERVER_DEV_MODE=1`: the RL endpoints (pause, resume, reload weights, version labels).
  *   - `--enable-scale-out`: the token-in/token-out `/inference/v1/generate` endpoint.
  *   - `--enforce-eager`: starts in ~40 s on 2 cores instead of ~100 s (no torch.compile).
+ *   - `--no-enable-chunked-prefill`: on CPU, vLLM 0.32 crashes its engine when a seeded request's
+ *     prompt is split across steps (it rewinds the request's random generator, which a CPU
+ *     generator cannot do: "CPU Generator does not use offset"); so prompts are prefilled whole,
+ *     within a token budget of several full contexts.
  */
 export async function spawnVllmServer(modelDir: string, port: number, logFile: string, maxContext: number): Promise<LoggedWorker> {
   const server = await spawnLoggedProcess(
@@ -81,6 +85,9 @@ export async function spawnVllmServer(modelDir: string, port: number, logFile: s
         String(maxContext),
         '--enable-scale-out',
         '--enforce-eager',
+        '--no-enable-chunked-prefill',
+        '--max-num-batched-tokens',
+        String(4 * maxContext),
       ],
       cwd: PYTHON_SOURCES,
       env: { VLLM_SERVER_DEV_MODE: '1', HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', VLLM_CPU_KVCACHE_SPACE: '1' },
