@@ -84,8 +84,11 @@ async function benchmarkTraining(): Promise<void> {
   for (const m of summary.curve) {
     const rate = m.stepMs > 0 ? m.tokens / (m.stepMs / 1000) : 0;
     console.log(
-      `  ${String(m.step).padStart(4)}  ${m.rewardMean.toFixed(3)}  ${(100 * m.successRate).toFixed(1).padStart(6)}%  ${String(m.tokens).padStart(14)}  ${rate.toFixed(1).padStart(14)}  ${String(m.stalenessMax).padStart(11)}  ${(m.logprobMismatchKl ?? 0).toExponential(2)}`,
+      `  ${String(m.step).padStart(4)}  ${m.rewardMean.toFixed(3)}  ${(100 * m.successRate).toFixed(1).padStart(6)}%  ${String(m.tokens).padStart(14)}  ${rate.toFixed(1).padStart(14)}  ${String(m.stalenessMax).padStart(11)}  ${m.logprobTokensCompared ? `${m.logprobMismatchKl!.toExponential(2)} (${m.logprobTokensCompared} tokens)` : '-'}`,
     );
+  }
+  for (const e of summary.evaluations) {
+    console.log(`  held-out v${e.version}: ${e.solved}/${e.episodes} solved (sampled by v${e.sampledVersions?.min ?? '?'}), at ${e.elapsedS?.toFixed(0)} s`);
   }
   const half = Math.floor(summary.curve.length / 2);
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
