@@ -5,6 +5,7 @@ The numerical properties on the real model are in test_model_server_smollm2.py.
 """
 
 import json
+import http.client
 import signal
 import socket
 import subprocess
@@ -330,10 +331,11 @@ def test_sigterm_stops_the_server_promptly_mid_request(tiny_dir):
         process.process.send_signal(signal.SIGTERM)
         process.process.wait(timeout=10)
         assert time.monotonic() - started < 5
-        # The request in flight is answered as aborted, or its connection just closes.
+        # The request in flight is answered as aborted, or its connection just closes (before or
+        # in the middle of the answer's body).
         try:
             assert pending.result(timeout=10)["meta_info"]["finish_reason"]["type"] == "abort"
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, http.client.HTTPException):
             pass
         pool.shutdown()
 
