@@ -19,7 +19,7 @@ import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { trainingStatusQuery, trainingWorkflow } from '../workflows/training';
 import { startWorkers, type RunningWorkers } from '../workers/start';
-import { activityAttempts, auditRun, killWorker, spawnLoggedWorker, storedTurns, tail, waitFor, within, type LoggedWorker } from './support/faultKit';
+import { activityAttempts, auditRun, killWorker, spawnLoggedWorker, tail, waitFor, within, type LoggedWorker } from './support/faultKit';
 import { trainingStart, withClient } from './support/harness';
 import { realModelConfig, STEPS } from './support/realModel';
 import { writeConfigFile } from './support/workerProcess';
@@ -64,17 +64,25 @@ describe('real-model faults', () => {
     training.catch(() => undefined);
     const store = new TrajectoryStore(config.dataDir);
 
-    // 1. The model server dies while trajectories are generating; it comes back on the same port.
-    await waitFor(
-      'turns stored and trajectories generating',
-      async () => {
-        const { finished, inFlight } = await storedTurns(store, runId);
-        return inFlight.size >= 2 && finished.length + inFlight.size >= 2 ? true : undefined;
-      },
-      240_000,
+    // 1. The model server dies while a request is on it (a trajectory's generate activity has
+    // been taken: it is decoding); it comes back on the same port.
+    await withClient((client) =>
+      waitFor(
+        'a generate activity in progress',
+        async () => {
+          const running = client.workflow.list({ query: `TrajflowRun = '${runId}' AND TrajflowKind = 'trajectory' AND ExecutionStatus = 'Running'` });
+          for await (const trajectory of running) {
+            const { raw } = await client.workflow.getHandle(trajectory.workflowId).describe();
+            if (raw.pendingActivities?.some((a) => a.activityType?.name === 'generate' && a.state === STARTED)) return true;
+          }
+          return undefined;
+        },
+        240_000,
+        100,
+      ),
     );
     await killWorker(server);
-    console.log('SIGKILLed the model server with trajectories in flight');
+    console.log('SIGKILLed the model server with a generate request in flight');
     server = await spawnModelServer(SMOLLM2_DIR, port, serverLog, config.inference.maxBatch);
 
     // 2. The Python trainer dies inside a train step (step >= 1: the retry must restore a
