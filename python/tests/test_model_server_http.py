@@ -280,8 +280,9 @@ def test_update_weights_from_disk_switches_version_and_outputs(client, tiny_dir,
 def test_an_update_waits_for_in_flight_requests(client, tiny_dir, perturbed_dir):
     try:
         with ThreadPoolExecutor(2) as pool:
-            running = pool.submit(_long_request, client, "in-flight", 300)
-            _wait_until_running(running, 0.5)
+            # Long enough to still be decoding when the update arrives, on an idle machine too.
+            running = pool.submit(_long_request, client, "in-flight", 1500)
+            _wait_until_running(running, 0.3)
             update = pool.submit(_update, client, perturbed_dir, "v1")
             out = running.result(timeout=60)
             assert update.result(timeout=60).body["success"] is True
