@@ -65,24 +65,26 @@ export async function startPythonTrainer(config: RunConfig, logger: Logger): Pro
     logger.info({ exit: how }, 'Python trainer exited');
   });
   await new Promise<void>((resolve, reject) => {
-    let seen = '';
+    // Its output goes on to this process's; the ready line may arrive split across chunks.
+    let recent = '';
+    let ready = false;
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`the Python trainer did not poll within ${START_TIMEOUT_MS / 1000} s`));
     }, START_TIMEOUT_MS);
     child.stdout!.on('data', (chunk: Buffer) => {
       process.stdout.write(chunk);
-      if (seen !== READY_LINE) {
-        seen = (seen + chunk.toString()).includes(READY_LINE) ? READY_LINE : (seen + chunk.toString()).slice(-200);
-        if (seen === READY_LINE) {
-          clearTimeout(timer);
-          resolve();
-        }
+      if (ready) return;
+      recent = (recent + chunk.toString()).slice(-READY_LINE.length - 4096);
+      if (recent.includes(READY_LINE)) {
+        ready = true;
+        clearTimeout(timer);
+        resolve();
       }
     });
     void exited.then((how) => {
       clearTimeout(timer);
-      reject(new Error(`the Python trainer exited (${how}) before it polled; is the Python environment set up (bash scripts/setup.sh)?`));
+      if (!ready) reject(new Error(`the Python trainer exited (${how}) before it polled; is the Python environment set up (bash scripts/setup.sh)?`));
     });
   });
   logger.info({ pid: child.pid, taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer }, 'Python trainer polling');
