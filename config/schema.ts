@@ -182,7 +182,7 @@ export const TrainerConfigSchema = z.strictObject({
    * How long a train step may go without a heartbeat before Temporal gives it to another trainer
    * (a trainer that died mid-step is noticed this late). The embedded trainer blocks its event
    * loop during a step's tensor work, so it needs minutes; the Python trainer heartbeats from a
-   * thread every second, so a real-model run can set this low.
+   * thread every 5 s (python/trajflow_py/trainer/heartbeat.py), so a real-model run can set this low.
    */
   heartbeatTimeoutS: z.number().positive().default(120),
   /**

@@ -47,7 +47,7 @@ describe('real-model faults', () => {
 
   it('a model server and a Python trainer SIGKILLed mid-work: the run finishes, nothing lost or done twice', async () => {
     const port = await freePort();
-    // The Python trainer heartbeats every second: a dead one is noticed after 15 s.
+    // The Python trainer heartbeats every 5 s: a dead one is noticed after 15 s.
     const config = realModelConfig('real-faults', port, { heartbeatTimeoutS: 15 });
     const runId = 'real-faults-run';
     const run = runLayout(config.dataDir, runId);
