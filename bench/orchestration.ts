@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { parseRunConfig } from '../src/runConfig';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
@@ -71,9 +72,12 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     compatibility,
     logger,
   });
+  // Activities expect their Temporal context (heartbeats, cancellation); the testing package's
+  // mock gives them one without a server.
+  const context = new MockActivityEnvironment();
   const timed = async <T>(fn: () => Promise<T>): Promise<T> => {
     const start = performance.now();
-    const value = await fn();
+    const value = (await context.run(fn)) as T;
     timings.push(performance.now() - start);
     return value;
   };

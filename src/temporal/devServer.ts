@@ -1,6 +1,7 @@
 /**
  * Starts, stops and checks the local Temporal dev server: SQLite in WAL mode under the data
- * directory, trajflow's search attributes registered, running detached so it outlives the CLI.
+ * directory, trajflow's search attributes registered, its task processors tuned for low latency,
+ * running detached so it outlives the CLI.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,9 +25,33 @@ export interface DevServerInfo {
   uiUrl?: string;
   dbFile: string;
   logFile: string;
+  /** `TUNING_ARGS` the server was started with. */
+  tuning?: readonly string[];
 }
 
 const PID_FILE = 'temporal-server.json';
+
+/**
+ * Settings that change how the server performs, recorded beside its pid so that a server started
+ * with other ones is restarted rather than silently reused.
+ *
+ * The dev server runs one history shard, and each of its queue processors loads at most
+ * `...MaxPollRPS` batches a second (default 20). Every activity dispatch and every workflow-task
+ * dispatch is one load of the transfer queue, so at the default they are spaced ~50 ms apart: an
+ * activity costs ~47 ms of orchestration however fast the worker is. The timer queue (timeouts,
+ * retries' backoff, the episode deadline) and the visibility queue (search attributes the Web UI
+ * and `trajflow status` filter by) wait the same way. One shard has little else to do, so the
+ * limits are raised far above what a run can ask for.
+ */
+const TUNING_ARGS: readonly string[] = [
+  // WAL lets readers (the UI, visibility queries) run beside the single writer; NORMAL sync is
+  // durable across process crashes, which is the failure the dev server must survive.
+  '--sqlite-pragma',
+  'journal_mode=wal',
+  '--sqlite-pragma',
+  'synchronous=normal',
+  ...['transfer', 'timer', 'visibility'].flatMap((queue) => ['--dynamic-config-value', `history.${queue}ProcessorMaxPollRPS=1000`]),
+];
 
 function serverDir(dataDir: string): string {
   return path.join(path.resolve(dataDir), 'temporal');
@@ -68,12 +93,24 @@ export async function waitForServer(address: string, timeoutMs = 60_000): Promis
   }
 }
 
-/** Starts the dev server for `dataDir` unless it already runs; returns how to reach it. */
+function sameTuning(info: DevServerInfo): boolean {
+  return JSON.stringify(info.tuning ?? []) === JSON.stringify(TUNING_ARGS);
+}
+
+/**
+ * Starts the dev server for `dataDir` unless it already runs with trajflow's current settings;
+ * returns how to reach it. One started with other settings is restarted: its history is in the
+ * SQLite file, and workers and clients reconnect, so nothing running is lost.
+ */
 export async function startDevServer(options: DevServerOptions): Promise<DevServerInfo> {
   const existing = runningDevServer(options.dataDir);
-  if (existing) {
+  if (existing && sameTuning(existing)) {
     await waitForServer(existing.address);
     return existing;
+  }
+  if (existing) {
+    options.log?.(`the dev server at ${existing.address} (pid ${existing.pid}) was started with other settings: restarting it (its history is kept)`);
+    await stopDevServer(options.dataDir);
   }
   const dir = serverDir(options.dataDir);
   mkdirSync(dir, { recursive: true });
@@ -92,12 +129,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     String(port),
     '--db-filename',
     dbFile,
-    // WAL lets readers (the UI, visibility queries) run beside the single writer; NORMAL sync is
-    // durable across process crashes, which is the failure the dev server must survive.
-    '--sqlite-pragma',
-    'journal_mode=wal',
-    '--sqlite-pragma',
-    'synchronous=normal',
+    ...TUNING_ARGS,
     '--log-level',
     'warn',
     ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort), '--ui-ip', ip, '--ui-disable-news-fetch']),
@@ -114,6 +146,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     uiUrl: options.headless ? undefined : `http://${ip}:${uiPort}`,
     dbFile,
     logFile,
+    tuning: TUNING_ARGS,
   };
   writeFileSync(path.join(dir, PID_FILE), JSON.stringify(info, null, 2));
   try {
