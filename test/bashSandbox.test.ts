@@ -47,8 +47,8 @@ test('runs in the scratch dir with a clean environment; files persist between co
   } finally {
     delete process.env.TRAJFLOW_TEST_SECRET;
   }
-  await expect(sandbox.run('cat kept.txt; exit 3')).resolves.toMatchObject({ exitCode: 3, stdout: 'data\n' });
-  expect(fs.readFileSync(path.join(sandbox.dir, 'kept.txt'), 'utf8')).toBe('data\n');
+  await expect(sandbox.run('cat kept.txt; exit 3')).resolves.toMatchObject({ exitCode: 3, stdout: 'data\n', limitsReached: [] });
+  expect(fs.readFileSync(path.join(sandbox.hostDir, 'kept.txt'), 'utf8')).toBe('data\n');
 });
 
 const confinedTest = confinement.readOnlyOutside ? test : test.skip;
@@ -122,7 +122,102 @@ test('file size limit', async () => {
   sandbox = await BashSandbox.create({ ...options, maxFileBytes: 64 * 1024 });
   const r = await sandbox.run('head -c 1000000 /dev/zero > big; echo "status $?"');
   expect(r.stdout).toMatch(/status [1-9]/);
-  expect(fs.statSync(path.join(sandbox.dir, 'big')).size).toBeLessThanOrEqual(64 * 1024);
+  expect(fs.statSync(path.join(sandbox.hostDir, 'big')).size).toBeLessThanOrEqual(64 * 1024);
+});
+
+describe('memory limit', () => {
+  const MIB = 2 ** 20;
+  const limit = 128 * MIB;
+  /** Allocates (and touches) `mib` MiB in one python3 process, then says so. */
+  const allocate = (mib: number) => `python3 -c 'b = bytearray(${mib} * 2**20); print("allocated", len(b) >> 20)'`;
+
+  test(`a command allocating twice its limit is stopped and says so (${confinement.memoryLimit === 'command' ? 'cgroup per command' : 'ulimit -v per process'}); the sandbox and another one go on`, async () => {
+    await sandbox.close();
+    sandbox = await BashSandbox.create({ ...options, maxMemoryBytes: limit });
+    const other = await BashSandbox.create(options);
+    try {
+      const [bomb, neighbour] = await Promise.all([sandbox.run(allocate(256)), other.run(allocate(200))]);
+      expect(bomb.exitCode).not.toBe(0);
+      expect(bomb.stdout).toBe('');
+      expect(bomb).toMatchObject({ timedOut: false, limitsReached: ['memory'] });
+      // The other sandbox has the default 512 MiB.
+      expect(neighbour).toMatchObject({ exitCode: 0, stdout: 'allocated 200\n', limitsReached: [] });
+
+      // bash's own memory: a string doubling until the shell cannot grow it.
+      const shellBomb = await sandbox.run('s=x; while :; do s=$s$s; done');
+      expect(shellBomb.exitCode).not.toBe(0);
+      expect(shellBomb).toMatchObject({ timedOut: false, limitsReached: ['memory'] });
+
+      await expect(sandbox.run(allocate(32))).resolves.toMatchObject({ exitCode: 0, stdout: 'allocated 32\n', limitsReached: [] });
+    } finally {
+      await other.close();
+    }
+  });
+
+  const perCommandTest = confinement.memoryLimit === 'command' ? test : test.skip;
+  if (confinement.memoryLimit !== 'command') {
+    console.warn(
+      "SKIPPED memory-per-command test: this machine gives no memory cgroup, so memory is capped per process (ulimit -v) and a command's processes together may use more",
+    );
+  }
+  perCommandTest("a command's processes together are held to its limit", async () => {
+    await sandbox.close();
+    sandbox = await BashSandbox.create({ ...options, maxMemoryBytes: limit });
+    // Three processes of 60% each: each fits, together they do not.
+    const hold = `python3 -c 'import time; b = bytearray(77 * 2**20); time.sleep(3)'`;
+    const r = await sandbox.run(`${hold} & ${hold} & ${hold} & wait; echo survived`);
+    expect(r.stdout).not.toContain('survived');
+    expect(r.limitsReached).toEqual(['memory']);
+  });
+});
+
+const quotaTest = confinement.scratchQuota ? test : test.skip;
+if (!confinement.scratchQuota) {
+  console.warn(`SKIPPED scratch quota tests: this machine gives the scratch dir no quota (${confinement.description.join('; ')})`);
+}
+describe('scratch directory quota', () => {
+  quotaTest('writing past the size limit fails and says so, on the tmpfs only; deleting frees it; another sandbox goes on', async () => {
+    await sandbox.close();
+    sandbox = await BashSandbox.create({ ...options, maxScratchBytes: 2 ** 20 });
+    const other = await BashSandbox.create(options);
+    try {
+      const [filler, neighbour] = await Promise.all([
+        sandbox.run('head -c 2000000 /dev/zero > big; echo "status $?"'),
+        other.run('head -c 2000000 /dev/zero > big && wc -c < big'),
+      ]);
+      expect(filler.stdout).toMatch(/status [1-9]/);
+      expect(filler.stderr).toMatch(/No space left on device/);
+      expect(filler.limitsReached).toEqual(['disk']);
+      expect(fs.statSync(path.join(sandbox.hostDir, 'big')).size).toBeLessThanOrEqual(2 ** 20);
+      // Nothing reached the host's disk: the directory under the tmpfs is empty.
+      expect(fs.readdirSync(sandbox.dir)).toEqual([]);
+      expect(neighbour).toMatchObject({ exitCode: 0, stdout: '2000000\n', limitsReached: [] });
+
+      // Still full: said again, until the files go.
+      await expect(sandbox.run('echo more >> big')).resolves.toMatchObject({ limitsReached: ['disk'] });
+      await expect(sandbox.run('rm big && echo small > small && cat small')).resolves.toMatchObject({ exitCode: 0, stdout: 'small\n', limitsReached: [] });
+    } finally {
+      await other.close();
+    }
+  });
+
+  quotaTest('creating more files than allowed fails and says so', async () => {
+    await sandbox.close();
+    sandbox = await BashSandbox.create({ ...options, maxScratchFiles: 20 });
+    const r = await sandbox.run('mkdir d && for i in $(seq 40); do : > d/f$i || break; done; ls d | wc -l');
+    expect(r.stderr).toMatch(/No space left on device/);
+    // The directory counts as one of the 20.
+    expect(r.stdout).toBe('19\n');
+    expect(r.limitsReached).toEqual(['files']);
+    await expect(sandbox.run('rm -r d && touch a b c && ls | wc -l')).resolves.toMatchObject({ exitCode: 0, stdout: '3\n', limitsReached: [] });
+  });
+
+  quotaTest('close unmounts the tmpfs: the holder is gone', async () => {
+    await sandbox.run('echo x > kept');
+    expect(fs.existsSync(path.join(sandbox.hostDir, 'kept'))).toBe(true);
+    await sandbox.close();
+    expect(fs.existsSync(sandbox.hostDir)).toBe(false);
+  });
 });
 
 test('close removes the directory, kills running commands, and is idempotent', async () => {

@@ -232,6 +232,46 @@ test('output is capped', async () => {
   expect(result.content).toBe(`exit 0\n${'a'.repeat(100)}\n(output cut)`);
 });
 
+test('a command over the memory limit is stopped with a note; the episode goes on, and so does another', async () => {
+  const env = makeEnv({ families: ['create'], maxMemoryMiB: 64 }, 2);
+  const other = makeEnv({ families: ['create'] }, 3);
+  await Promise.all([env.reset(), other.reset()]);
+  const [[bomb, after], [neighbour]] = await Promise.all([
+    bash(env, `python3 -c 'b = bytearray(128 * 2**20); print("allocated")'`, 'echo still here'),
+    bash(other, `python3 -c 'b = bytearray(128 * 2**20); print("allocated")'`),
+  ]);
+  expect(bomb.content).toMatch(/^exit [1-9]/);
+  expect(bomb.content).not.toContain('allocated');
+  expect(bomb.content.split('\n').at(-1)).toBe('(memory limit 64 MiB exceeded)');
+  expect(after.content).toBe('exit 0\nstill here');
+  expect(neighbour.content).toBe('exit 0\nallocated');
+  await bash(env, SOLUTIONS.create(env.task.params));
+  await expect(finalReward(env)).resolves.toBe(1);
+});
+
+const quotaTest = confinement.scratchQuota ? test : test.skip;
+if (!confinement.scratchQuota) {
+  console.warn(`SKIPPED bash environment scratch quota test: this machine gives the scratch dir no quota (${confinement.description.join('; ')})`);
+}
+quotaTest('filling the scratch directory, in bytes or files, is stopped with a note; the episode goes on', async () => {
+  const env = makeEnv({ families: ['create'], maxScratchMiB: 1, maxScratchFiles: 16 }, 2);
+  await env.reset();
+  const [disk, files, cleaned] = await bash(
+    env,
+    'head -c 2000000 /dev/zero > big',
+    'rm big; for i in $(seq 40); do : > f$i || exit 1; done',
+    'rm f*; ls | wc -l',
+  );
+  expect(disk.content).toMatch(/^exit 1\n.*No space left on device/);
+  expect(disk.content.split('\n').at(-1)).toBe('(disk limit 1 MiB for the scratch directory reached: writes fail until files are deleted)');
+  expect(files.content).toMatch(/^exit 1\n.*No space left on device/);
+  expect(files.content.split('\n').at(-1)).toBe('(file count limit 16 reached: new files fail until some are deleted)');
+  // The task's files are still there, and room is back.
+  expect(cleaned.content).toBe(`exit 0\n${Object.keys(env.task.files).length}`);
+  await bash(env, SOLUTIONS.create(env.task.params));
+  await expect(finalReward(env)).resolves.toBe(1);
+});
+
 describe('close', () => {
   test('removes the directory, stops commands, and can be called again', async () => {
     const env = makeEnv();
@@ -299,9 +339,16 @@ test('options: defaults, and limits that would break the tool are refused', () =
     families: [...BASH_FAMILIES],
     commandTimeoutMs: 5000,
     maxOutputBytes: 2000,
+    maxMemoryMiB: 512,
+    maxScratchMiB: 256,
+    maxScratchFiles: 10_000,
     heldOutShare: 0.2,
     tools: [],
   });
+  // Too little for bash itself, or for the task's own files.
+  expect(BashTerminalOptionsSchema.safeParse({ maxMemoryMiB: 16 }).success).toBe(false);
+  expect(BashTerminalOptionsSchema.safeParse({ maxScratchFiles: 8 }).success).toBe(false);
+  expect(BashTerminalOptionsSchema.safeParse({ maxScratchMiB: 0 }).success).toBe(false);
   expect(BashTerminalOptionsSchema.safeParse({ commandTimeoutMs: 5000, toolTimeoutMs: 5000 }).success).toBe(false);
   expect(BashTerminalOptionsSchema.safeParse({ commandTimeoutMs: 5000, toolTimeoutMs: 5001 }).success).toBe(true);
   expect(BashTerminalOptionsSchema.safeParse({ tools: ['bash'] }).success).toBe(false);

@@ -7,9 +7,11 @@
  * tmp files). Prompts are one short sentence: the model may have only ~1024 tokens of context.
  * A share of the tasks (by a hash of family and parameters) is held out for evaluation.
  *
- * Commands run in a `BashSandbox` (src/sandbox/bash.ts): its per-command timeout, output cap and
- * confinement apply; `isolation` says which confinement this machine gives. Checkers read the
- * directory with node fs and never follow a symlink: a link the model made counts as no file.
+ * Commands run in a `BashSandbox` (src/sandbox/bash.ts): its per-command timeout, output cap,
+ * memory and scratch-directory limits and confinement apply; `isolation` says which confinement
+ * (and which of the limits) this machine gives. A command that reaches a limit fails with a note
+ * saying which, and the episode goes on. Checkers read the directory with node fs and never follow
+ * a symlink: a link the model made counts as no file.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,7 +19,7 @@ import { z } from 'zod';
 import { isHeldOut } from '../core/heldOut';
 import { createRng, type Rng } from '../core/random';
 import type { InstancePool, PluginApi } from '../plugins/types';
-import { BashSandbox, probeConfinement, type BashResult, type BashSandboxOptions } from '../sandbox/bash';
+import { BashSandbox, probeConfinement, type BashResult, type BashSandboxOptions, type SandboxLimit } from '../sandbox/bash';
 import { defineTool, type Tool } from '../tools/tool';
 import type { Task, TaskObservation } from './taskEnvironment';
 import { ToolEnvironment } from './toolEnvironment';
@@ -29,6 +31,7 @@ export type BashFamily = (typeof BASH_FAMILIES)[number];
 export const MAX_COMMAND_CHARS = 500;
 
 const positiveInt = z.number().int().positive();
+const MIB = 2 ** 20;
 
 export const BashTerminalOptionsSchema = z
   .strictObject({
@@ -41,6 +44,19 @@ export const BashTerminalOptionsSchema = z
     commandTimeoutMs: positiveInt.default(5000),
     /** Per stream: stdout and stderr are each cut after this many bytes. */
     maxOutputBytes: positiveInt.default(2000),
+    /**
+     * Memory of one command: all its processes together where the machine gives the sandbox a
+     * memory cgroup, else each of its processes (address space, which runtimes that reserve much
+     * more than they use, like the JVM, may not fit in). Enough for bash, coreutils and python3.
+     */
+    maxMemoryMiB: z.number().int().min(32).default(512),
+    /**
+     * Size of the scratch directory (a tmpfs: its files are memory, held while the episode lasts),
+     * where the machine allows it; `isolation` says whether it does.
+     */
+    maxScratchMiB: positiveInt.default(256),
+    /** Files, directories and links the scratch directory may hold; room for the task's own files. */
+    maxScratchFiles: z.number().int().min(16).default(10_000),
     /**
      * Share of tasks (by a hash of family and parameters) reserved for evaluation: training never
      * draws them, evaluation draws only them. 0: both draw from all tasks.
@@ -310,18 +326,6 @@ async function lstatOrUndefined(file: string): Promise<fs.Stats | undefined> {
   }
 }
 
-/** Writes the starting files into a fresh scratch directory. */
-async function writeFiles(dir: string, files: Files): Promise<void> {
-  const owner = await fs.promises.stat(dir);
-  for (const [name, content] of Object.entries(files)) {
-    const file = path.join(dir, name);
-    await fs.promises.writeFile(file, content, { flag: 'wx' });
-    // Commands run as the directory's owner (uid 65534 when the worker is root): the task's files
-    // must be theirs to change, as a user's own files would be.
-    if (owner.uid !== process.getuid?.()) await fs.promises.chown(file, owner.uid, owner.gid);
-  }
-}
-
 /**
  * The episode's sandbox. It exists apart from the environment because the bash tool, which the
  * environment is built with, must be bound to it before the environment exists.
@@ -339,14 +343,7 @@ class Terminal {
     // Setup is part of the promise close() waits for, so close never races a reset's writes.
     this.sandbox = (async () => {
       await release(previous);
-      const sandbox = await BashSandbox.create(this.options);
-      try {
-        await writeFiles(sandbox.dir, files);
-      } catch (err) {
-        await sandbox.close();
-        throw err;
-      }
-      return sandbox;
+      return BashSandbox.create({ ...this.options, files });
     })();
     return this.sandbox;
   }
@@ -368,12 +365,28 @@ async function release(sandbox: Promise<BashSandbox> | undefined): Promise<void>
   await made?.close();
 }
 
-/** What the model reads back: exit status, then the (capped) output. */
-export function formatBashResult(result: BashResult, commandTimeoutMs: number): string {
-  const lines = [result.timedOut ? `exit ${result.exitCode} (killed: ran over ${commandTimeoutMs} ms)` : `exit ${result.exitCode}`];
+/** The limits a command runs under, as the environment's options give them. */
+export type CommandLimits = Pick<z.output<typeof BashTerminalOptionsSchema>, 'commandTimeoutMs' | 'maxMemoryMiB' | 'maxScratchMiB' | 'maxScratchFiles'>;
+
+/** What the model reads when a command reaches a limit. */
+function limitNote(limit: SandboxLimit, limits: CommandLimits): string {
+  switch (limit) {
+    case 'memory':
+      return `(memory limit ${limits.maxMemoryMiB} MiB exceeded)`;
+    case 'disk':
+      return `(disk limit ${limits.maxScratchMiB} MiB for the scratch directory reached: writes fail until files are deleted)`;
+    case 'files':
+      return `(file count limit ${limits.maxScratchFiles} reached: new files fail until some are deleted)`;
+  }
+}
+
+/** What the model reads back: exit status, then the (capped) output, then any limit reached. */
+export function formatBashResult(result: BashResult, limits: CommandLimits): string {
+  const lines = [result.timedOut ? `exit ${result.exitCode} (killed: ran over ${limits.commandTimeoutMs} ms)` : `exit ${result.exitCode}`];
   if (result.stdout) lines.push(result.stdout.trimEnd());
   if (result.stderr) lines.push(`stderr: ${result.stderr.trimEnd()}`);
   if (result.truncated) lines.push('(output cut)');
+  for (const limit of result.limitsReached) lines.push(limitNote(limit, limits));
   return lines.join('\n');
 }
 
@@ -385,12 +398,12 @@ export const EXAMPLE_COMMANDS = ['ls', 'ls -l', 'pwd', 'echo hi', 'echo hi > x.t
 
 const bashInput = z.strictObject({ command: z.string().min(1).max(MAX_COMMAND_CHARS) });
 
-function bashTool(terminal: Terminal, commandTimeoutMs: number): Tool<typeof bashInput> {
+function bashTool(terminal: Terminal, limits: CommandLimits): Tool<typeof bashInput> {
   return defineTool({
     name: 'bash',
     description: 'Run a shell command in the task directory.',
     input: bashInput,
-    run: async ({ command }) => formatBashResult(await (await terminal.current()).run(command), commandTimeoutMs),
+    run: async ({ command }) => formatBashResult(await (await terminal.current()).run(command), limits),
     example: (rng) => ({ command: pick(rng, EXAMPLE_COMMANDS) }),
   });
 }
@@ -410,13 +423,19 @@ export class BashTerminalEnvironment extends ToolEnvironment<BashTask> {
   constructor(options: BashTerminalOptions, { seed, pool = 'train', tools = [] }: BashTerminalContext) {
     const parsed = BashTerminalOptionsSchema.parse(options);
     const { task, goal } = drawTask(parsed.families, seed, pool, parsed.heldOutShare);
-    const terminal = new Terminal({ commandTimeoutMs: parsed.commandTimeoutMs, maxOutputBytes: parsed.maxOutputBytes });
+    const terminal = new Terminal({
+      commandTimeoutMs: parsed.commandTimeoutMs,
+      maxOutputBytes: parsed.maxOutputBytes,
+      maxMemoryBytes: parsed.maxMemoryMiB * MIB,
+      maxScratchBytes: parsed.maxScratchMiB * MIB,
+      maxScratchFiles: parsed.maxScratchFiles,
+    });
     super({
       task,
-      tools: [bashTool(terminal, parsed.commandTimeoutMs), ...tools],
+      tools: [bashTool(terminal, parsed), ...tools],
       // The checker's verdict on the directory; the answer's text is not read. Scoring through the
       // base class makes a checker that throws a RewardError, never a silent 0.
-      scorer: async () => ((await goal(new ScratchDir((await terminal.current()).dir))) ? 1 : 0),
+      scorer: async () => ((await goal(new ScratchDir((await terminal.current()).hostDir))) ? 1 : 0),
       instructions: INSTRUCTIONS,
       toolTimeoutMs: parsed.toolTimeoutMs ?? parsed.commandTimeoutMs + 2000,
     });

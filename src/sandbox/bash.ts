@@ -1,7 +1,7 @@
 /**
  * A per-episode bash sandbox: a fresh scratch directory, commands run in it one `bash -c` each,
- * with a clean environment, a timeout that kills the command's whole process tree, and capped
- * output. Linux only.
+ * with a clean environment, a timeout that kills the command's whole process tree, capped output,
+ * and limits on memory and on the scratch directory's size and number of files. Linux only.
  *
  * Confinement is the strongest this machine allows without privileges, found once per process by
  * trying it (`probeConfinement`). What was found on the development machine (Firecracker VM,
@@ -13,24 +13,45 @@
  *   set inside the namespace, set no_new_privs and a parent-death signal.
  * - `bwrap` is not installed; it would give nothing the above does not, so it is not used (no new
  *   system dependency).
- * - `ulimit -f/-t/-u` work; `-u` (processes) is only enforced for a uid other than root, and counts
- *   every process of that uid, so it is applied only when the sandbox runs as its own uid.
+ * - `ulimit -f/-t/-u/-v` work; `-u` (processes) is only enforced for a uid other than root, and
+ *   counts every process of that uid, so it is applied only when the sandbox runs as its own uid.
+ * - Memory: the cgroups are hybrid. The memory controller is in the v1 hierarchy, where this
+ *   process's cgroup is its supervisor's, and cgroup v2 (/sys/fs/cgroup/unified) offers only
+ *   hugetlb. So the per-command cgroup with `memory.max` (memoryCgroup.ts, v2 only: it caps a
+ *   command's processes together and kills them as one) is probed and found missing, and memory is
+ *   capped by `ulimit -v` per process: an allocation past it fails (Python raises MemoryError, bash
+ *   and coreutils print "cannot allocate" or "memory exhausted"), so the command fails, not the
+ *   worker. Several processes of one command may each use that much.
+ * - Disk: the host's ext4 has no quotas, and a loop-mounted image needs root on the host and leaves
+ *   a mount behind when the worker crashes. A tmpfs mounted inside the user namespace needs neither:
+ *   `size=` and `nr_inodes=` cap bytes and files (ENOSPC past either). The files must last the
+ *   episode while each command gets fresh namespaces, so a holder process per sandbox (`unshare
+ *   --user --mount`, mount, then `sleep`) keeps a mount namespace with the tmpfs on the scratch dir,
+ *   and each command enters it (`nsenter --preserve-credentials`: plain nsenter calls setgroups,
+ *   which a --map-root-user namespace denies) before unsharing its own namespaces. The worker
+ *   reaches the files through /proc/<holder>/root (`hostDir`). The holder dies with the worker
+ *   (parent-death signal) and the tmpfs with it, so a crash leaves neither a mount nor used space.
+ *   The scratch files are memory: a sandbox may hold maxScratchBytes on top of its commands' memory.
  *
  * With namespaces (the normal case): the command sees the whole filesystem read-only except the
- * scratch directory (bound writable), has no network and no capabilities, and runs in its own pid
- * namespace, so killing it (timeout, close, or the worker dying) takes every descendant with it,
- * even daemonized ones. When the worker runs as root, the namespace's root is uid 65534 outside,
- * so even a mount the setup missed would not give it root's file access.
+ * scratch directory (a capped tmpfs, or the host directory bound writable where no holder can be
+ * made), has no network and no capabilities, and runs in its own pid namespace, so killing it
+ * (timeout, close, or the worker dying) takes every descendant with it, even daemonized ones. When
+ * the worker runs as root, the namespace's root is uid 65534 outside, so even a mount the setup
+ * missed would not give it root's file access.
  *
  * Without user namespaces (the fallback): cwd, HOME and TMPDIR are the scratch directory, the
  * environment is clean, limits apply, and as root the command runs as uid 65534; but it can still
- * write anywhere that uid may (world-writable /tmp, /dev/shm), reach the network, and a process
- * that leaves the process group (setsid) survives the timeout. `isolation()` says which applies.
+ * write anywhere that uid may (world-writable /tmp, /dev/shm), reach the network, a process that
+ * leaves the process group (setsid) survives the timeout, and the scratch directory is on the host's
+ * disk with only one file's size capped. `isolation()` says which applies.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { CommandCgroup, isAlive, probeMemoryCgroup, type MemoryCgroupProbe } from './memoryCgroup';
 
 export interface BashSandboxOptions {
   /** Where scratch directories are made; default os.tmpdir(). */
@@ -42,7 +63,28 @@ export interface BashSandboxOptions {
   maxFileBytes?: number;
   /** Processes the sandbox uid may have (ulimit -u), only when it runs as its own uid; default 512. */
   maxProcesses?: number;
+  /**
+   * Memory of one command: its cgroup's memory.max where the machine gives one, else the address
+   * space of each of its processes (ulimit -v); default 512 MiB.
+   */
+  maxMemoryBytes?: number;
+  /** Size of the scratch directory, where the machine allows a quota (`scratchQuota`); default 256 MiB. */
+  maxScratchBytes?: number;
+  /** Files, directories and links the scratch directory may hold, with the same quota; default 10000. */
+  maxScratchFiles?: number;
+  /**
+   * Starting files (top-level name -> content), in place before the first command and owned by
+   * the uid commands run as, so they are theirs to change as a user's own files would be.
+   */
+  files?: Record<string, string>;
 }
+
+/**
+ * A limit a command ran into. `memory`: it was killed for going over, or an allocation failed.
+ * `disk`, `files`: the scratch directory is full, so writes (or new files) fail until something is
+ * deleted; reported after every command while it stays full.
+ */
+export type SandboxLimit = 'memory' | 'disk' | 'files';
 
 export interface BashResult {
   /** The shell's exit status; 128 + signal number when it was killed (a timeout reads 137). */
@@ -52,6 +94,8 @@ export interface BashResult {
   timedOut: boolean;
   /** stdout or stderr went over maxOutputBytes and was cut. */
   truncated: boolean;
+  /** Limits reached, in this order: memory, disk, files. */
+  limitsReached: SandboxLimit[];
 }
 
 export interface Confinement {
@@ -61,6 +105,10 @@ export interface Confinement {
   noNetwork: boolean;
   /** Writes outside the scratch directory fail (checked by the probe, not assumed). */
   readOnlyOutside: boolean;
+  /** The scratch dir is a tmpfs capped in bytes and files (checked by the probe); else it is on the host's disk. */
+  scratchQuota: boolean;
+  /** `command`: a cgroup caps a command's processes together; `process`: ulimit -v caps each one. */
+  memoryLimit: 'command' | 'process';
   /** One line per guarantee (or missing one), for logs and `BashSandbox.isolation()`. */
   description: string[];
 }
@@ -75,9 +123,25 @@ const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 const SANDBOX_UID = 65534;
 /** After the shell exits, how long its leftover background jobs may hold the output pipes open. */
 const PIPE_GRACE_MS = 200;
+/** How long the scratch holder may take to mount its tmpfs (it takes a few ms). */
+const HOLDER_START_MS = 5000;
 
-const DEFAULT_MAX_FILE_BYTES = 256 * 2 ** 20;
+const MIB = 2 ** 20;
+const DEFAULT_MAX_FILE_BYTES = 256 * MIB;
 const DEFAULT_MAX_PROCESSES = 512;
+const DEFAULT_MAX_MEMORY_BYTES = 512 * MIB;
+const DEFAULT_MAX_SCRATCH_BYTES = 256 * MIB;
+const DEFAULT_MAX_SCRATCH_FILES = 10_000;
+
+/** The probe's quota: small, so filling it is quick. */
+const PROBE_QUOTA: ScratchQuota = { bytes: 64 * 1024, files: 8 };
+
+/**
+ * What programs print when an allocation fails under ulimit -v (ENOMEM): bash ("xmalloc: cannot
+ * allocate"), coreutils ("memory exhausted"), C ("Cannot allocate memory"), Python (MemoryError),
+ * C++ (bad_alloc), Go and Node ("out of memory").
+ */
+const ALLOCATION_FAILED = /cannot allocate|memory exhausted|MemoryError|out of memory|bad_alloc/i;
 
 /**
  * Inside the namespaces, as the namespace's root: keep the scratch dir writable by binding it onto
@@ -98,15 +162,41 @@ while read -r _ _ _ _ mp opts _; do
 done < /proc/self/mountinfo
 `;
 
+/**
+ * The scratch holder, as its user namespace's root: a tmpfs on the scratch dir ($1) of $2 bytes
+ * and $3 inodes (the root directory takes one), the starting files copied in from the host dir
+ * underneath (still the cwd after the mount), then nothing but staying alive: `sleep` running
+ * means ready. The mount is private to its new mount namespace (unshare's default propagation), so
+ * the host never sees it. The worker cannot write the files itself: the tmpfs belongs to the user
+ * namespace, where the worker's uid (root) has no mapping, so creating a file there fails.
+ */
+const HOLDER_SCRIPT =
+  'cd "$1" && mount -t tmpfs -o "size=$2,nr_inodes=$3,mode=0700,nosuid,nodev" trajflow-scratch "$1" && cp -a ./. "$1" && exec sleep infinity';
+
+interface ScratchQuota {
+  bytes: number;
+  files: number;
+}
+
 interface Mode {
   confinement: Confinement;
-  /** argv that runs `bash -c <script> sandbox SCRATCH COMMAND FSIZE_KB CPU_S NPROC`. */
-  argv: string[];
+  /** The bash that runs the wrappers. */
+  shell: string;
+  /**
+   * argv that runs `bash -c <script> sandbox SCRATCH COMMAND FSIZE_KB CPU_S NPROC VMEM_KB`; in
+   * modes with a holder, inside the holder's namespaces (holderPid).
+   */
+  command(holderPid?: number): string[];
+  /** argv that runs the scratch holder, `bash -c <script> holder SCRATCH BYTES INODES`; quota modes only. */
+  holder?: string[];
   /** Owner to give the scratch directory (the uid the command runs as), when it differs from ours. */
   uid?: number;
+  /** Where per-command memory cgroups are made; else ulimit -v applies. */
+  memoryCgroup?: string;
 }
 
 const modes = new Map<string, Mode>();
+let memoryProbe: MemoryCgroupProbe | undefined;
 
 /** The confinement sandboxes under rootDir get; probed on first use, then cached. */
 export function probeConfinement(rootDir = os.tmpdir()): Confinement {
@@ -120,7 +210,8 @@ function modeFor(root: string): Mode {
     if (process.getuid?.() === 0 && (fs.statSync(root).mode & 0o001) === 0) {
       throw new Error(`sandbox root dir ${root} must be searchable by others (chmod o+x), or uid ${SANDBOX_UID} cannot reach its scratch dirs`);
     }
-    mode = probe(root);
+    memoryProbe ??= probeMemoryCgroup(findTool('bash') ?? '/bin/bash');
+    mode = probe(root, memoryProbe);
     modes.set(root, mode);
   }
   return mode;
@@ -140,70 +231,102 @@ function findTool(name: string): string | undefined {
 }
 
 /** Candidate modes, strongest first; the first whose probe passes is used. */
-function candidates(): Mode[] {
+function candidates(memory: MemoryCgroupProbe): Mode[] {
   const bash = findTool('bash') ?? '/bin/bash';
   const unshare = findTool('unshare');
   const setpriv = findTool('setpriv');
+  const nsenter = findTool('nsenter');
   const asRoot = process.getuid?.() === 0;
   const dedicatedUid = asRoot && setpriv !== undefined;
+  const uid = dedicatedUid ? SANDBOX_UID : undefined;
   // Outside: switch to the sandbox uid, and die with the worker (the parent-death signal; the
   // "parent" is the spawning thread, so a sandbox driven from a worker_thread dies with that thread).
   const outer = setpriv
     ? [setpriv, ...(dedicatedUid ? [`--reuid=${SANDBOX_UID}`, `--regid=${SANDBOX_UID}`, '--clear-groups'] : []), '--pdeathsig=KILL', '--']
     : [];
   const env = `env -i HOME="$1" TMPDIR="$1" PATH=${SANDBOX_PATH} LANG=C.UTF-8 ${bash} -c "$2"`;
-  const limits = `ulimit -f "$3"; ulimit -t "$4"; if [ -n "$5" ]; then ulimit -u "$5"; fi; cd "$1"`;
+  const limits = `ulimit -f "$3"; ulimit -t "$4"; if [ -n "$5" ]; then ulimit -u "$5"; fi; if [ -n "$6" ]; then ulimit -v "$6"; fi; cd "$1"`;
+  const memoryCgroup = memory.parent;
   const common = [
     'clean environment: HOME=TMPDIR=scratch dir, PATH=' + SANDBOX_PATH,
     'ulimit: file size, CPU time' + (dedicatedUid ? ', processes (per sandbox uid)' : ''),
     'timeout kills the process group',
+    memoryCgroup
+      ? `memory: a cgroup v2 per command under ${memoryCgroup} (memory.max for all its processes, no swap; killed as a whole when over)`
+      : `memory: ulimit -v per process, not for a command's processes together (no memory cgroup: ${memory.missing})`,
   ];
   const uidLine = dedicatedUid ? [`runs as uid ${SANDBOX_UID} outside (the worker is root)`] : [];
+  const noQuota = (why: string) => `no scratch quota (${why}): the scratch dir is on the host's disk; only one file's size is capped (ulimit -f)`;
+  const quotaLine =
+    "scratch dir: a tmpfs private to the sandbox's mount namespace, capped in bytes and files; its files are memory, freed at close or worker death";
   const modes: Mode[] = [];
 
   if (unshare && setpriv) {
     const dropCaps = `${setpriv} --no-new-privs --bounding-set=-all --inh-caps=-all --`;
     const script = `set -eu\n${READ_ONLY_SETUP}\n${limits}\nexec ${dropCaps} ${env}`;
-    const ns = ['--user', '--map-root-user', '--net', '--mount'];
+    const userNs = ['--user', '--map-root-user'];
+    const commandNs = ['--net', '--mount'];
+    const pidNs = ['--pid', '--fork', '--kill-child', '--mount-proc'];
     const nsLines = [
       'user namespace, no capabilities, no_new_privs',
       'network namespace: no network',
       'mount namespace: filesystem read-only except the scratch dir',
     ];
-    modes.push({
-      argv: [...outer, unshare, ...ns, '--pid', '--fork', '--kill-child', '--mount-proc', '--', bash, '-c', script],
-      uid: dedicatedUid ? SANDBOX_UID : undefined,
-      confinement: {
-        namespaces: true,
-        noNetwork: true,
-        readOnlyOutside: true,
-        description: [...nsLines, 'pid namespace: timeout, close or worker death kills every descendant', ...uidLine, ...common],
-      },
+    const pidLine = 'pid namespace: timeout, close or worker death kills every descendant';
+    // Mounting a fresh /proc is refused where /proc has masked paths: then no pid namespace.
+    const noPidLine = 'no pid namespace: a process that leaves the process group (setsid) survives a timeout';
+    const confined = (withPid: boolean, quota: boolean, extra: string[]): Confinement => ({
+      namespaces: true,
+      noNetwork: true,
+      readOnlyOutside: true,
+      scratchQuota: quota,
+      memoryLimit: memoryCgroup ? 'command' : 'process',
+      description: [...nsLines, withPid ? pidLine : noPidLine, ...extra, ...uidLine, ...common],
     });
-    // Without the pid namespace: mounting a fresh /proc is refused where /proc has masked paths.
-    modes.push({
-      argv: [...outer, unshare, ...ns, '--', bash, '-c', script],
-      uid: dedicatedUid ? SANDBOX_UID : undefined,
-      confinement: {
-        namespaces: true,
-        noNetwork: true,
-        readOnlyOutside: true,
-        description: [...nsLines, 'no pid namespace: a process that leaves the process group (setsid) survives a timeout', ...uidLine, ...common],
-      },
-    });
+    for (const withPid of [true, false]) {
+      const inner = [...commandNs, ...(withPid ? pidNs : []), '--', bash, '-c', script];
+      if (nsenter) {
+        const exposed = withPid ? [] : ['a command can kill the scratch holder (no pid namespace), which loses the scratch files'];
+        modes.push({
+          shell: bash,
+          // The holder's user namespace is owned by our (or the sandbox) uid, so entering it gives
+          // the capabilities to unshare the rest; its mount namespace brings the tmpfs.
+          command: (holderPid) => [...outer, nsenter, '--preserve-credentials', `--target=${holderPid}`, '--user', '--mount', '--', unshare, ...inner],
+          holder: [...outer, unshare, ...userNs, '--mount', '--', bash, '-c', HOLDER_SCRIPT],
+          uid,
+          memoryCgroup,
+          confinement: confined(withPid, true, [quotaLine, ...exposed]),
+        });
+      }
+    }
+    for (const withPid of [true, false]) {
+      const inner = [...commandNs, ...(withPid ? pidNs : []), '--', bash, '-c', script];
+      modes.push({
+        shell: bash,
+        command: () => [...outer, unshare, ...userNs, ...inner],
+        uid,
+        memoryCgroup,
+        confinement: confined(withPid, false, [noQuota(nsenter ? 'no tmpfs holder' : 'util-linux nsenter not found')]),
+      });
+    }
   }
   const nnp = setpriv ? `${setpriv} --no-new-privs --` : '';
   modes.push({
-    argv: [...outer, bash, '-c', `${limits}\nexec ${nnp} ${env}`],
-    uid: dedicatedUid ? SANDBOX_UID : undefined,
+    shell: bash,
+    command: () => [...outer, bash, '-c', `${limits}\nexec ${nnp} ${env}`],
+    uid,
+    memoryCgroup,
     confinement: {
       namespaces: false,
       noNetwork: false,
       readOnlyOutside: false,
+      scratchQuota: false,
+      memoryLimit: memoryCgroup ? 'command' : 'process',
       description: [
         'no namespaces: network reachable; writes outside the scratch dir fail only where file permissions forbid them',
         ...(unshare && setpriv ? [] : ['util-linux unshare or setpriv not found']),
         'a process that leaves the process group (setsid) survives a timeout',
+        noQuota('no mount namespace'),
         ...(dedicatedUid ? uidLine : [asRoot ? 'runs as root (setpriv missing): no file protection at all' : 'runs as the worker user']),
         ...common,
       ],
@@ -213,40 +336,74 @@ function candidates(): Mode[] {
 }
 
 /**
- * Runs each candidate on a throwaway scratch dir: a command must write inside it, and, for modes
- * that promise it, must fail to write next to it. Synchronous (once per process and root dir,
- * a few tens of ms) so callers and tests can decide up front.
+ * Runs each candidate on a throwaway scratch dir and uses the first that works. Synchronous (once
+ * per process and root dir, a few tens of ms) so callers and tests can decide up front.
  */
-function probe(root: string): Mode {
-  const all = candidates();
+function probe(root: string, memory: MemoryCgroupProbe): Mode {
   const failures: string[] = [];
-  for (const mode of all) {
-    const dir = makeScratchSync(root, mode.uid);
-    const outside = `${dir}-probe-outside`;
-    try {
-      // The outside name is mkdtemp's, so it needs no shell quoting.
-      const probeCommand = `echo ok > inside && cat inside && { (echo x > ../${path.basename(outside)}) 2>/dev/null && echo wrote-outside || true; }`;
-      const result = spawnSync(mode.argv[0], [...mode.argv.slice(1), 'sandbox', dir, probeCommand, '1024', '10', ''], {
-        env: { PATH: SANDBOX_PATH },
-        encoding: 'utf8',
-        timeout: 10_000,
-      });
-      const worked = result.status === 0 && result.stdout.startsWith('ok\n');
-      const escaped = fs.existsSync(outside) || result.stdout.includes('wrote-outside');
-      if (worked && !(escaped && mode.confinement.readOnlyOutside)) {
-        const skipped = failures.length ? [`stronger modes unavailable: ${failures.join('; ')}`] : [];
-        return { ...mode, confinement: { ...mode.confinement, description: [...mode.confinement.description, ...skipped] } };
-      }
-      failures.push(
-        escaped ? 'a probe write outside the scratch dir succeeded' : (result.stderr || String(result.error ?? `exit ${result.status}`)).trim().split('\n')[0],
-      );
-    } finally {
-      fs.rmSync(outside, { force: true });
-      fs.rmSync(dir, { recursive: true, force: true });
+  for (const mode of candidates(memory)) {
+    const failure = tryMode(root, mode);
+    if (failure === undefined) {
+      const skipped = failures.length ? [`stronger modes unavailable: ${failures.join('; ')}`] : [];
+      return { ...mode, confinement: { ...mode.confinement, description: [...mode.confinement.description, ...skipped] } };
     }
+    failures.push(failure);
   }
   // Unreachable in practice (plain bash always works); kept so a broken machine reports why.
   throw new Error(`no way to run bash here: ${failures.join('; ')}`);
+}
+
+/**
+ * Undefined when the mode works here, else why not. A command must write inside the scratch dir;
+ * for modes that promise it, it must fail to write next to it; and with a holder, its writes must
+ * land in the tmpfs (seen through the holder, not in the host directory) and stop at the quota.
+ */
+function tryMode(root: string, mode: Mode): string | undefined {
+  const dir = makeScratchSync(root, mode.uid);
+  const outside = `${dir}-probe-outside`;
+  const holderLog = `${dir}-probe-holder-log`;
+  let holderPid: number | undefined;
+  try {
+    writeFilesSync(dir, { given: 'given\n' }, mode.uid);
+    let filesDir = dir;
+    if (mode.holder) {
+      const log = fs.openSync(holderLog, 'w');
+      try {
+        holderPid = spawnHolder(mode.holder, dir, PROBE_QUOTA, log).pid;
+      } finally {
+        fs.closeSync(log);
+      }
+      if (holderPid === undefined || !waitForHolderSync(holderPid, dir)) {
+        return `no scratch tmpfs: ${fs.readFileSync(holderLog, 'utf8').trim().split('\n')[0] || 'its holder did not start'}`;
+      }
+      filesDir = holderView(holderPid, dir);
+    }
+    // The outside name is mkdtemp's, so it needs no shell quoting.
+    const writes = `cat given && echo ok > inside && cat inside && { (echo x > ../${path.basename(outside)}) 2>/dev/null && echo wrote-outside || true; }`;
+    const fill = `; { head -c ${2 * PROBE_QUOTA.bytes} /dev/zero > fill; for i in {0..${PROBE_QUOTA.files}}; do : > f$i || break; done; } 2>/dev/null; true`;
+    const probeCommand = mode.holder ? writes + fill : writes;
+    const argv = mode.command(holderPid);
+    const result = spawnSync(argv[0], [...argv.slice(1), 'sandbox', dir, probeCommand, '1024', '10', '', ''], {
+      env: { PATH: SANDBOX_PATH },
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
+    const worked = result.status === 0 && result.stdout.startsWith('given\nok\n');
+    const escaped = fs.existsSync(outside) || result.stdout.includes('wrote-outside');
+    if (!worked) return (result.stderr || String(result.error ?? `exit ${result.status}`)).trim().split('\n')[0];
+    if (escaped && mode.confinement.readOnlyOutside) return 'a probe write outside the scratch dir succeeded';
+    if (mode.holder) {
+      if (readOr(path.join(filesDir, 'inside')) !== 'ok\n' || fs.existsSync(path.join(dir, 'inside')))
+        return 'the scratch tmpfs is not seen through its holder';
+      const space = fs.statfsSync(filesDir);
+      if (space.bavail !== 0 || space.ffree !== 0) return 'the scratch tmpfs did not stop writes at its size and file count';
+    }
+    return undefined;
+  } finally {
+    if (holderPid !== undefined) killGroup(holderPid);
+    for (const file of [outside, holderLog]) fs.rmSync(file, { force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 function makeScratchSync(root: string, uid: number | undefined): string {
@@ -255,28 +412,177 @@ function makeScratchSync(root: string, uid: number | undefined): string {
   return dir;
 }
 
+function checkFileName(name: string): void {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+    throw new Error(`sandbox starting file ${JSON.stringify(name)}: not a plain file name`);
+  }
+}
+
+function writeFilesSync(dir: string, files: Record<string, string>, uid: number | undefined): void {
+  for (const [name, content] of Object.entries(files)) {
+    checkFileName(name);
+    fs.writeFileSync(path.join(dir, name), content, { flag: 'wx' });
+    if (uid !== undefined) fs.chownSync(path.join(dir, name), uid, uid);
+  }
+}
+
+async function writeFiles(dir: string, files: Record<string, string>, uid: number | undefined): Promise<void> {
+  for (const [name, content] of Object.entries(files)) {
+    checkFileName(name);
+    await fs.promises.writeFile(path.join(dir, name), content, { flag: 'wx' });
+    if (uid !== undefined) await fs.promises.chown(path.join(dir, name), uid, uid);
+  }
+}
+
+/** The scratch dir as the holder sees it: its tmpfs, reached from outside its mount namespace. */
+function holderView(holderPid: number, dir: string): string {
+  return path.join(`/proc/${holderPid}/root`, dir);
+}
+
+/** Starts a holder for dir in its own process group; stderr: 'pipe', or a file descriptor. */
+function spawnHolder(argv: readonly string[], dir: string, quota: ScratchQuota, stderr: 'pipe' | number): ChildProcess {
+  const child = spawn(argv[0], [...argv.slice(1), 'holder', dir, String(quota.bytes), String(quota.files + 1)], {
+    env: { PATH: SANDBOX_PATH },
+    stdio: ['ignore', 'ignore', stderr],
+    detached: true,
+  });
+  // A failed spawn shows as a holder that never comes up.
+  child.on('error', () => undefined);
+  return child;
+}
+
+type HolderState = 'ready' | 'starting' | 'gone';
+
+/** Ready once it sleeps (it has mounted and filled the tmpfs) and the dir seen through it is not the host's. */
+function holderState(holderPid: number, dir: string): HolderState {
+  try {
+    const sleeping = readOr(`/proc/${holderPid}/comm`) === 'sleep\n';
+    if (sleeping && fs.statSync(holderView(holderPid, dir)).dev !== fs.statSync(dir).dev) return 'ready';
+  } catch {
+    // not readable yet (changing credentials), or gone: /proc/<pid>/stat says which
+  }
+  const stat = readOr(`/proc/${holderPid}/stat`);
+  const state = stat.charAt(stat.lastIndexOf(')') + 2);
+  return state === '' || state === 'Z' || state === 'X' ? 'gone' : 'starting';
+}
+
+function waitForHolderSync(holderPid: number, dir: string): boolean {
+  const deadline = Date.now() + HOLDER_START_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    const state = holderState(holderPid, dir);
+    if (state !== 'starting') return state === 'ready';
+    if (Date.now() > deadline) return false;
+    Atomics.wait(pause, 0, 0, 5);
+  }
+}
+
+/** The process whose mount namespace holds a sandbox's scratch tmpfs: the tmpfs lives as long as it. */
+class ScratchHolder {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly pid: number,
+    /** The scratch tmpfs, as this process reaches it. */
+    readonly filesDir: string,
+    private readonly exited: Promise<void>,
+  ) {}
+
+  static async start(argv: readonly string[], dir: string, quota: ScratchQuota): Promise<ScratchHolder> {
+    const child = spawnHolder(argv, dir, quota, 'pipe');
+    const exited = new Promise<void>((resolve) => {
+      child.on('exit', () => resolve());
+      child.on('error', () => resolve());
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      if (stderr.length < 1000) stderr += chunk.toString('utf8');
+    });
+    const pid = child.pid;
+    const deadline = Date.now() + HOLDER_START_MS;
+    let state: HolderState = 'starting';
+    while (pid !== undefined && child.exitCode === null && state === 'starting' && Date.now() <= deadline) {
+      state = holderState(pid, dir);
+      if (state === 'starting') await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    if (pid === undefined || state !== 'ready' || child.exitCode !== null) {
+      if (pid !== undefined) killGroup(pid);
+      await exited;
+      throw new Error(`cannot make the sandbox's scratch tmpfs: ${stderr.trim() || 'its holder did not start'}`);
+    }
+    // It sleeps from here on: nothing more to read, and it must not keep the worker's event loop alive.
+    child.stderr?.destroy();
+    child.unref();
+    return new ScratchHolder(child, pid, holderView(pid, dir), exited);
+  }
+
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async stop(): Promise<void> {
+    killGroup(this.pid);
+    await this.exited;
+  }
+}
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // ESRCH: the group is already gone
+  }
+}
+
+function readOr(file: string, fallback = ''): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return fallback;
+  }
+}
+
 export class BashSandbox {
   private closed = false;
   /** Process groups of commands still running (killed by close()), with their run's completion. */
   private readonly running = new Map<number, Promise<void>>();
 
   private constructor(
+    /** The scratch directory as commands see it: their cwd, HOME and TMPDIR. */
     readonly dir: string,
+    /**
+     * Where this process reads and writes the scratch files: `dir` itself, or, when the scratch dir
+     * is a tmpfs only the sandbox's namespaces see, the same directory through its holder.
+     */
+    readonly hostDir: string,
     private readonly mode: Mode,
-    private readonly options: Required<Omit<BashSandboxOptions, 'rootDir'>>,
+    private readonly options: Required<Omit<BashSandboxOptions, 'rootDir' | 'files'>>,
+    private readonly holder: ScratchHolder | undefined,
   ) {}
 
   static async create(options: BashSandboxOptions): Promise<BashSandbox> {
     const root = await fs.promises.realpath(options.rootDir ?? os.tmpdir());
     const mode = modeFor(root);
-    const dir = await fs.promises.mkdtemp(path.join(root, `${DIR_PREFIX}${process.pid}-`));
-    if (mode.uid !== undefined) await fs.promises.chown(dir, mode.uid, mode.uid);
-    return new BashSandbox(dir, mode, {
+    const limits = {
       commandTimeoutMs: options.commandTimeoutMs,
       maxOutputBytes: options.maxOutputBytes,
       maxFileBytes: options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
       maxProcesses: options.maxProcesses ?? DEFAULT_MAX_PROCESSES,
-    });
+      maxMemoryBytes: options.maxMemoryBytes ?? DEFAULT_MAX_MEMORY_BYTES,
+      maxScratchBytes: options.maxScratchBytes ?? DEFAULT_MAX_SCRATCH_BYTES,
+      maxScratchFiles: options.maxScratchFiles ?? DEFAULT_MAX_SCRATCH_FILES,
+    };
+    const dir = await fs.promises.mkdtemp(path.join(root, `${DIR_PREFIX}${process.pid}-`));
+    let holder: ScratchHolder | undefined;
+    try {
+      if (mode.uid !== undefined) await fs.promises.chown(dir, mode.uid, mode.uid);
+      // With a holder they are copied into its tmpfs; their copies here stay hidden under it.
+      await writeFiles(dir, options.files ?? {}, mode.uid);
+      if (mode.holder) holder = await ScratchHolder.start(mode.holder, dir, { bytes: limits.maxScratchBytes, files: limits.maxScratchFiles });
+    } catch (err) {
+      await removeTree(dir);
+      throw err;
+    }
+    return new BashSandbox(dir, holder?.filesDir ?? dir, mode, limits, holder);
   }
 
   isolation(): string[] {
@@ -285,7 +591,8 @@ export class BashSandbox {
 
   async run(command: string): Promise<BashResult> {
     if (this.closed) throw new Error('bash sandbox is closed');
-    const { commandTimeoutMs, maxOutputBytes, maxFileBytes, maxProcesses } = this.options;
+    if (this.holder && !this.holder.alive) throw new Error('bash sandbox lost its scratch directory: the process holding its tmpfs exited');
+    const { commandTimeoutMs, maxOutputBytes, maxFileBytes, maxProcesses, maxMemoryBytes } = this.options;
     // The directory's mtime is the sandbox's heartbeat for sweepStaleSandboxes.
     const now = new Date();
     await fs.promises.utimes(this.dir, now, now).catch(() => undefined);
@@ -295,14 +602,24 @@ export class BashSandbox {
     // A backstop only: the timeout kills first; this bounds a process that somehow outlives it.
     const cpuSeconds = String(Math.ceil(commandTimeoutMs / 1000) + 1);
     const nproc = this.mode.uid !== undefined ? String(maxProcesses) : '';
-    const [file, ...args] = this.mode.argv;
-    const child = spawn(file, [...args, 'sandbox', this.dir, command, fileKb, cpuSeconds, nproc], {
-      cwd: this.dir,
-      env: { PATH: SANDBOX_PATH },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // Its own process group, so a timeout can kill the shell and everything it started.
-      detached: true,
-    });
+    const memoryKb = this.mode.memoryCgroup ? '' : String(Math.max(1, Math.ceil(maxMemoryBytes / 1024)));
+    const cgroup = this.mode.memoryCgroup ? await CommandCgroup.create(this.mode.memoryCgroup, maxMemoryBytes) : undefined;
+    const argv = this.mode.command(this.holder?.pid);
+    const [file, ...args] = cgroup ? cgroup.wrap(this.mode.shell, argv) : argv;
+    let child: ChildProcessByStdio<null, Readable, Readable>;
+    try {
+      child = spawn(file, [...args, 'sandbox', this.dir, command, fileKb, cpuSeconds, nproc, memoryKb], {
+        cwd: this.dir,
+        env: { PATH: SANDBOX_PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        // Its own process group, so a timeout can kill the shell and everything it started.
+        detached: true,
+      });
+    } catch (err) {
+      // Refused arguments (a NUL byte in the command): nothing started.
+      await cgroup?.remove();
+      throw err;
+    }
 
     let truncated = false;
     const capture = (stream: NodeJS.ReadableStream) => {
@@ -320,6 +637,17 @@ export class BashSandbox {
     };
     const stdout = capture(child.stdout);
     const stderr = capture(child.stderr);
+    // Under ulimit -v nothing is killed: a failed allocation is known only by what the program
+    // says, read from all of stderr (a message past the output cap counts too).
+    let allocationFailed = false;
+    if (!cgroup) {
+      let previousTail = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        const text = previousTail + chunk.toString('latin1');
+        if (ALLOCATION_FAILED.test(text)) allocationFailed = true;
+        previousTail = text.slice(-64);
+      });
+    }
 
     const killGroup = () => {
       try {
@@ -349,10 +677,14 @@ export class BashSandbox {
       await Promise.race([closed, new Promise((r) => setTimeout(r, PIPE_GRACE_MS))]);
       child.stdout.destroy();
       child.stderr.destroy();
-      if (spawnError) return { exitCode: 127, stdout: '', stderr: `cannot start the sandbox: ${spawnError.message}`, timedOut, truncated };
+      if (spawnError) {
+        return { exitCode: 127, stdout: '', stderr: `cannot start the sandbox: ${spawnError.message}`, timedOut, truncated, limitsReached: [] };
+      }
       const exitCode = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
-      return { exitCode, stdout: stdout(), stderr: stderr(), timedOut, truncated };
+      const memoryOver = cgroup ? await cgroup.overLimit() : allocationFailed;
+      return { exitCode, stdout: stdout(), stderr: stderr(), timedOut, truncated, limitsReached: await this.limitsReached(memoryOver) };
     } finally {
+      await cgroup?.remove();
       if (child.pid !== undefined) {
         this.running.delete(child.pid);
         finished();
@@ -360,7 +692,18 @@ export class BashSandbox {
     }
   }
 
-  /** Kills running commands and removes the directory; safe to call more than once. */
+  /** memory as the command found it; disk and files from the scratch tmpfs after it. */
+  private async limitsReached(memoryOver: boolean): Promise<SandboxLimit[]> {
+    const reached: SandboxLimit[] = memoryOver ? ['memory'] : [];
+    if (this.holder) {
+      const space = await fs.promises.statfs(this.hostDir).catch(() => undefined);
+      if (space?.bavail === 0) reached.push('disk');
+      if (space?.ffree === 0) reached.push('files');
+    }
+    return reached;
+  }
+
+  /** Kills running commands, unmounts the scratch tmpfs and removes the directory; safe to call more than once. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -372,6 +715,7 @@ export class BashSandbox {
       }
       await finished;
     }
+    await this.holder?.stop();
     await removeTree(this.dir);
   }
 }
@@ -393,15 +737,6 @@ export async function sweepStaleSandboxes(maxAgeMs: number, rootDir = os.tmpdir(
     removed.push(dir);
   }
   return removed;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
