@@ -11,8 +11,8 @@
  * session there and rebuilds it the same way.
  *
  * Episode failures become non-retryable failures whose type (src/core/failures) the trajectory
- * records as its outcome: environment, reward or agent code that threw, and a turn past the env's
- * `turnTimeoutS`.
+ * records as its outcome: environment, reward or agent code that threw, a turn past the env's
+ * `turnTimeoutS`, and a result too large for workflow history (./payloadLimit).
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
@@ -20,6 +20,7 @@ import type { AgentConfig, EnvConfig } from '../config/schema';
 import type { NextTurn } from '../src/agents/agent';
 import type { Compatibility } from '../src/core/compatibility';
 import { refuseIfIncompatible } from './compatibility';
+import { deliverable } from './payloadLimit';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
@@ -160,7 +161,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     };
     const next = await withinTurnTimeout(turnTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
     logger.debug({ sessionId: input.sessionId, replayed: input.replayAnswers.length }, 'environment session opened');
-    return { sessionQueue, next, activityMs: performance.now() - startedAt };
+    return deliverable({ sessionQueue, next, activityMs: performance.now() - startedAt });
   }
 
   /**
@@ -201,7 +202,7 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     const outcome = recorded ?? session.episode.respond(input.text);
     session.turns[input.turn] = outcome;
     const result = await withinTurnTimeout(session.turnTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
-    return { ...result, activityMs: performance.now() - startedAt };
+    return deliverable({ ...result, activityMs: performance.now() - startedAt });
   }
 
   async function closeSession(input: { sessionId: string }): Promise<void> {

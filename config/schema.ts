@@ -88,7 +88,21 @@ export const AgentConfigSchema = z.looseObject({
   history: z.enum(['full', 'none']).default('full'),
   /** Longest a whole episode may take; a trajectory past it ends with status `timeout`. */
   episodeTimeoutS: z.number().positive().default(600),
+  /**
+   * Most bytes (UTF-8) of text one turn adds to the model's context: the observation's messages
+   * (tool results, the system prompt of a fresh context). Longer ones are cut, each with a note to
+   * the model saying how much it does not see: a turn's text travels through workflow history,
+   * where a trajectory activity may return at most 1 MiB (activities/payloadLimit.ts). Default
+   * DEFAULT_MAX_TURN_TEXT_BYTES.
+   */
+  maxTurnTextBytes: positiveInt
+    .min(256)
+    .max(512 * 1024)
+    .optional(),
 });
+
+/** `agent.maxTurnTextBytes` when unset: 64 KiB, some 16k tokens of English. */
+export const DEFAULT_MAX_TURN_TEXT_BYTES = 64 * 1024;
 
 export const RewardConfigSchema = z.strictObject({
   /**

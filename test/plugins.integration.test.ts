@@ -5,7 +5,8 @@
  * in reset or step, a reward that throws, a hanging tool, and turns and episodes past their time
  * limits: each trajectory ends with its status and a reason naming what failed, what was done
  * before the failure stays stored, and failed trajectories are listed apart in their group,
- * never scored.
+ * never scored. Output too large for workflow history is cut (observations) or fails the
+ * trajectory with a reason naming the activity, the size and the limit (anything else).
  */
 import path from 'node:path';
 import type { RunConfig } from '../config/schema';
@@ -14,6 +15,7 @@ import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { ROLLOUT_ROLES, startWorkers, type RunningWorkers } from '../workers/start';
 import { testConfig } from './support/harness';
+import { HUGE_TEXT } from './support/plugins/customPlugin';
 
 const PLUGIN = path.join(__dirname, 'support', 'plugins', 'customPlugin.ts');
 
@@ -82,6 +84,15 @@ describe('plugin environments and bad input on the dev server', () => {
       /longer than 2 s \(agent\.episodeTimeoutS\)/,
       undefined,
     ],
+    [
+      'a step returns 3 MiB of info',
+      { fault: 'huge-info' },
+      {},
+      'failed',
+      /^sessionTurn returned 3 MiB \(\d+ bytes\), over the 1 MiB limit on what a trajectory activity may return \(Temporal refuses a payload over 2 MiB\)$/,
+      1,
+    ],
+    ['a step returns info JSON cannot write', { fault: 'bigint-info' }, {}, 'failed', /^sessionTurn returned a result Temporal cannot serialize: .*BigInt/, 1],
   ] as const;
   // Sessions in env workers (activities) and in the workflow worker (local activities) alike.
   const faultCases = faults.flatMap(([name, ...fault]) => (['env-worker', 'local'] as const).map((sessions) => [name, sessions, ...fault] as const));
@@ -102,6 +113,40 @@ describe('plugin environments and bad input on the dev server', () => {
       expect(group.failed.map((f) => f.reason)).toEqual(trajectories.map(() => expect.stringContaining(`${status}: `)));
     },
   );
+
+  it.each(['env-worker', 'local'] as const)(
+    'a 3 MiB observation is cut to agent.maxTurnTextBytes with a note, and the episode plays on (sessions: %s)',
+    async (sessions) => {
+      const budget = 256;
+      const { summary, trajectories, runId } = await rollout(
+        { name: 'faulty', turnTimeoutS: 60, sessions, fault: 'huge-observation', maxSteps: 2 },
+        { maxTurnTextBytes: budget },
+      );
+      expect(summary.failedTrajectories).toBe(0);
+      for (const t of trajectories) {
+        expect(t).toMatchObject({ status: 'max_steps', reason: 'environment step limit reached', turns: 2, envSteps: 2 });
+        const turns = await store.getTurns(runId, t.trajectoryId);
+        expect(turns.map((turn) => turn.messages.map((m) => m.role))).toEqual([['system', 'user'], ['user']]);
+        for (const { messages } of turns) {
+          const shown = messages.at(-1)!.content;
+          const [kept, note] = shown.split('\n[cut: ');
+          expect(HUGE_TEXT.startsWith(kept)).toBe(true);
+          expect(note).toBe(`the last ${HUGE_TEXT.length - kept.length} of ${HUGE_TEXT.length} bytes are not shown (agent.maxTurnTextBytes)]`);
+          expect(messages.reduce((bytes, m) => bytes + Buffer.byteLength(m.content), 0)).toBeLessThanOrEqual(budget);
+        }
+      }
+    },
+  );
+
+  it('with the default agent.maxTurnTextBytes, a 3 MiB observation fills the context: the trajectory ends max_context', async () => {
+    const { summary, trajectories } = await rollout({ name: 'faulty', turnTimeoutS: 60, fault: 'huge-observation' });
+    expect(summary.failedTrajectories).toBe(0);
+    for (const t of trajectories) {
+      expect(t).toMatchObject({ status: 'max_context', turns: 0 });
+      // 64 KiB of text is some 65,600 tokens of the embedded model's byte-level tokenizer.
+      expect(t.reason).toMatch(/^context full \(65\d{3} tokens\) before turn 0$/);
+    }
+  });
 
   it('a hanging tool times out into a result the model reads; the episode goes on', async () => {
     const { summary, trajectories, runId } = await rollout({ name: 'faulty', turnTimeoutS: 60, fault: 'tool', atStep: 0, maxSteps: 2 });

@@ -9,6 +9,7 @@ import { summarizeGroup, TrajectoryOutcome } from '../src/core/groupStats';
 import { trajectoryIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { failureReason } from './activityFailures';
 import { admitSignal, groupFinishedSignal, slotFreedSignal } from './signals';
 import { trajectoryWorkflow } from './trajectory';
 import { episodeSpec, GroupInput } from './types';
@@ -51,7 +52,7 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
         .result()
         .then(
           (summary): TrajectoryOutcome => ({ ok: true, summary }),
-          (err): TrajectoryOutcome => ({ ok: false, trajectoryId, reason: String(err?.cause?.message ?? err?.message ?? err) }),
+          (err): TrajectoryOutcome => ({ ok: false, trajectoryId, reason: failureReason(err) }),
         )
         .then(async (outcome) => {
           outcomes.push(outcome);

@@ -2,16 +2,18 @@
  * One episode of an agent in its environment: the unit an env worker holds per trajectory
  * (a session), and what evaluation and the format warm-up play in process. It turns each model
  * answer into the agent's action, steps the environment with it, and says what the model is shown
- * next, so the durable workflow, evaluation and warm-up share the same conversation rules.
+ * next, so the durable workflow, evaluation and warm-up share the same conversation rules. What the
+ * model is shown is checked to be chat messages and held to `agent.maxTurnTextBytes` (./turnText).
  *
  * Failures are typed so the trajectory can record them as its outcome: `EpisodeError` with kind
  * `environment` (reset or step threw), `reward` (scoring failed) or `agent` (agent code threw).
  */
-import type { AgentConfig, EnvConfig } from '../../config/schema';
+import { DEFAULT_MAX_TURN_TEXT_BYTES, type AgentConfig, type EnvConfig } from '../../config/schema';
 import type { Environment, StepResult } from '../envs/environment';
 import { RewardError } from '../envs/taskEnvironment';
 import { createAgent, createEnvironment, type InstancePool } from '../plugins/registry';
 import type { ConversationalAgent, NextTurn } from './agent';
+import { checkMessages, fitTurnText } from './turnText';
 
 export type EpisodeErrorKind = 'environment' | 'reward' | 'agent';
 
@@ -46,6 +48,7 @@ export class Episode {
     readonly environment: Environment,
     readonly agent: ConversationalAgent,
     private readonly envName: string,
+    private readonly maxTurnTextBytes: number,
   ) {}
 
   /** Creates the environment and agent and resets the environment; `first` is the first turn. */
@@ -54,9 +57,9 @@ export class Episode {
     let episode: Episode | undefined;
     try {
       const conversational = guard('agent', `agent ${JSON.stringify(agent.name)}: create failed`, () => createAgent(agent, environment));
-      episode = new Episode(environment, conversational, env.name);
+      episode = new Episode(environment, conversational, env.name, agent.maxTurnTextBytes ?? DEFAULT_MAX_TURN_TEXT_BYTES);
       episode.observation = await guardAsync('environment', `environment ${JSON.stringify(env.name)}: reset failed`, () => environment.reset());
-      const first = guard('agent', `agent ${JSON.stringify(agent.name)}: first turn failed`, () => conversational.begin(episode!.observation));
+      const first = guard('agent', `agent ${JSON.stringify(agent.name)}: first turn failed`, () => episode!.shown(conversational.begin(episode!.observation)));
       return { episode, first };
     } catch (err) {
       await (episode ? episode.close() : Promise.resolve(environment.close())).catch(() => undefined);
@@ -73,19 +76,28 @@ export class Episode {
   async respond(text: string): Promise<TurnOutcome> {
     const parsed = guard('agent', 'agent failed to read the answer', () => this.agent.respond(text));
     if (!parsed.ok) {
-      const next = guard('agent', 'agent failed to answer an invalid response', () => this.agent.afterInvalidResponse(this.observation, parsed.error));
+      const next = guard('agent', 'agent failed to answer an invalid response', () =>
+        this.shown(this.agent.afterInvalidResponse(this.observation, parsed.error)),
+      );
       return { kind: 'invalid', error: parsed.error, next };
     }
     const where = `environment ${JSON.stringify(this.envName)}: step ${this.steps} failed`;
     const result: StepResult<unknown> = await guardAsync('environment', where, () => this.environment.step(parsed.action));
     const { penalty = 0 } = result;
     if (!(Number.isFinite(penalty) && penalty >= 0)) throw new EpisodeError('environment', `${where}: penalty must be a finite number >= 0, got ${penalty}`);
+    if (!Number.isFinite(result.reward)) throw new EpisodeError('environment', `${where}: reward must be a finite number, got ${result.reward}`);
     this.steps++;
     this.observation = result.observation;
     const stepped = { kind: 'stepped' as const, reward: result.reward, info: result.info, ...(penalty > 0 ? { penalty } : {}) };
     if (result.done) return { ...stepped, done: true };
-    const next = guard('agent', 'agent failed to read the observation', () => this.agent.afterStep(result.observation));
+    const next = guard('agent', 'agent failed to read the observation', () => this.shown(this.agent.afterStep(result.observation)));
     return { ...stepped, done: false, next };
+  }
+
+  /** What the agent shows the model next, checked and held to `agent.maxTurnTextBytes`. */
+  private shown(next: NextTurn): NextTurn {
+    checkMessages(next.messages);
+    return { ...next, messages: fitTurnText(next.messages, this.maxTurnTextBytes) };
   }
 
   /** Closes the environment once; safe to call again. */

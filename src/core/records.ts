@@ -36,7 +36,8 @@ export interface TurnRecord {
 /**
  * How a trajectory ended: the episode ran its course (`ended`: the environment said done, whether
  * or not the task was solved), or a limit cut it off (turns, environment steps, context), or it
- * could not finish (`failed`: environment, reward or agent code threw; `env_timeout`: one
+ * could not finish (`failed`: environment, reward or agent code threw, or an activity failed for
+ * good, such as one whose result was too large for workflow history; `env_timeout`: one
  * environment turn took too long; `timeout`: the whole episode did). The last three are never
  * trained on. Whether the task was solved is a separate fact (`solved` in src/core/groupStats).
  */

@@ -21,7 +21,7 @@ export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefi
 /** Config keys every env section has, handled by trajflow rather than the environment. */
 const ENV_KEYS = ['name', 'turnTimeoutS', 'sessions'] as const;
 /** Config keys every agent section has, handled by trajflow rather than the agent. */
-const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS'] as const;
+const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS', 'maxTurnTextBytes'] as const;
 
 const environments = new Map<string, EnvironmentDefinition>();
 const agents = new Map<string, AgentDefinition>();

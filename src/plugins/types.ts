@@ -36,7 +36,7 @@ export interface AgentContext {
 }
 
 export interface AgentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates the agent section, less `name`, `maxTurns`, `history` and `episodeTimeoutS`. */
+  /** Validates the agent section, less `name`, `maxTurns`, `history`, `episodeTimeoutS` and `maxTurnTextBytes`. */
   options: S;
   create(options: z.output<S>, context: AgentContext): ConversationalAgent;
 }

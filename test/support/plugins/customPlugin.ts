@@ -50,12 +50,17 @@ const hangingTool: Tool = {
   run: () => new Promise<string>(() => undefined),
 };
 
+/** A 3 MiB text, over Temporal's 2 MiB limit on one payload. */
+export const HUGE_TEXT = '0123456789abcdef'.repeat(3 * 65536);
+
 const faultyOptions = z.strictObject({
   /**
    * Where it fails: `reset` or `step` throw, `slow-step` sleeps, `reward` scores with a throwing
-   * reward, `tool` calls a hanging tool, `penalty` charges a negative penalty.
+   * reward, `tool` calls a hanging tool, `penalty` charges a negative penalty, `huge-observation`
+   * observes HUGE_TEXT from reset on, `huge-info` and `bigint-info` return a step info of HUGE_TEXT
+   * and of a BigInt (which JSON cannot write).
    */
-  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool', 'penalty']),
+  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool', 'penalty', 'huge-observation', 'huge-info', 'bigint-info']),
   /** The step (0-based) at which a step fault strikes; earlier steps succeed. */
   atStep: z.number().int().nonnegative().default(0),
   slowStepMs: z.number().int().nonnegative().default(3000),
@@ -70,7 +75,7 @@ class FaultyEnvironment extends BaseEnvironment<string, string> {
   }
   reset(): string {
     if (this.options.fault === 'reset') throw new Error('the map file is missing');
-    return 'go';
+    return this.options.fault === 'huge-observation' ? HUGE_TEXT : 'go';
   }
   async step(answer: string): Promise<StepResult<string>> {
     const step = this.steps++;
@@ -87,6 +92,12 @@ class FaultyEnvironment extends BaseEnvironment<string, string> {
         return result('scored', await scoreAnswer({ name: 'test-throws' }, { prompt: 'go' }, answer));
       case 'penalty':
         return { ...result('charged'), penalty: -1 };
+      case 'huge-observation':
+        return result(HUGE_TEXT);
+      case 'huge-info':
+        return { ...result('dumped'), info: { outcome: 'stepped', dump: HUGE_TEXT } };
+      case 'bigint-info':
+        return { ...result('counted'), info: { outcome: 'stepped', count: BigInt(step) } };
       case 'tool': {
         const outcome = await runToolCall({ name: 'test-hangs', arguments: {} }, [hangingTool], { defaultTimeoutMs: 10_000 });
         return result(outcome.ok ? outcome.output : outcome.error);
