@@ -18,6 +18,7 @@ import type { FinishReason, InferenceProvider } from '../src/inference/provider'
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
+import { deliverable } from './payloadLimit';
 import { tracer } from '../src/trace/recorder';
 
 export interface GenerateInput {
@@ -111,17 +112,19 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
    * new version while older episodes are still running.
    */
   async function ensurePolicy(need: PolicyRequirement): Promise<void> {
-    const target = need.followLatest ? Math.max(need.minVersion, await newestPublished(need.runId)) : need.minVersion;
-    while (!satisfies(need.runId, target)) {
+    // Looked up again after each load: a newest version refused as corrupt makes the one before it the newest.
+    const target = async () => (need.followLatest ? Math.max(need.minVersion, await newestPublished(need.runId)) : need.minVersion);
+    while (!satisfies(need.runId, await target())) {
       loading ??= (async () => {
-        const latest = await checkpoints.latestVersion(need.runId);
-        if (latest === undefined || latest < target) {
-          throw new Error(`run ${need.runId} has published no weights version >= ${target} (latest: ${latest ?? 'none'})`);
-        }
         // Weight sync, traced under the generate call that started it (others wait inside theirs).
         const from = loaded?.version ?? -1;
-        const version = await tracer.span('weights.load', { from, to: latest }, () => provider.loadWeights(checkpoints.location(need.runId, latest), latest));
+        const version = await tracer.span('weights.load', { from }, async (span) => {
+          const to = await checkpoints.loadNewest(need.runId, need.minVersion, (location, v) => provider.loadWeights(location, v), logger);
+          span.set({ to });
+          return to;
+        });
         loaded = { runId: need.runId, version };
+        latestSeen = undefined;
         logger.info({ runId: need.runId, version }, 'switched to published weights');
       })().finally(() => {
         loading = undefined;
@@ -137,7 +140,7 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
     const stored = await store.getTurn(runId, trajectoryId, turn);
     if (stored) {
       log.info('turn already stored by an earlier attempt; returning it');
-      return toOutput(stored);
+      return deliverable(toOutput(stored));
     }
     const startedAt = performance.now();
     if (input.policy) await ensurePolicy(input.policy);
@@ -186,7 +189,7 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
         contextTokens: promptIds.length,
       });
       log.debug({ completionTokens: record.completionIds.length, queueMs: result.queueMs, decodeMs: result.decodeMs }, 'generated');
-      return { ...toOutput(record), activityMs: performance.now() - startedAt };
+      return deliverable({ ...toOutput(record), activityMs: performance.now() - startedAt });
     } finally {
       clearInterval(heartbeat);
     }

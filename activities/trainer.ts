@@ -27,7 +27,7 @@ import { NOTHING_TRAINED, PolicyTrainer, trainerSettings, TrainingSample } from 
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
-import { readJson, writeAtomically, writeJsonAtomically } from '../src/store/files';
+import { CorruptFileError, readJson, writeJsonAtomically } from '../src/store/files';
 import { appendJsonLine } from '../src/store/jsonLines';
 import { enginesDir, envWorkersDir, runLayout } from '../src/store/runLayout';
 import { summarizeStep, StepMetrics } from '../src/rl/stepMetrics';
@@ -127,15 +127,13 @@ function traceStaleness(baseVersion: number, tokenVersions: readonly number[]): 
 }
 
 /**
- * Weight publish: the checkpoint (weights + optimizer state) is written to a temporary file and
- * renamed into place, which is the moment inference workers can load it.
+ * Weight publish: the checkpoint (weights + optimizer state) is written to a temporary file,
+ * fsynced and renamed into place, which is the moment inference workers can load it.
  */
 async function publish(checkpoints: CheckpointStore, runId: string, version: number, trainer: PolicyTrainer): Promise<void> {
   const file = checkpoints.file(runId, version);
   await tracer.span('weights.publish', { version }, () =>
-    writeAtomically(file, (temp) =>
-      tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(temp, { ...trainer.checkpoint(), policyVersion: version })),
-    ),
+    tracer.span('checkpoint.write', { version }, () => saveTrainerCheckpoint(file, { ...trainer.checkpoint(), policyVersion: version })),
   );
 }
 
@@ -219,6 +217,8 @@ interface LoadedBatch {
   tokenVersions: number[];
   /** Groups consumed by the step but not trained (see trainer.groupFilter). */
   skipped: GroupSummary[];
+  /** Groups consumed by the step but not trained because one of their stored files is corrupt. */
+  corrupt: GroupSummary[];
 }
 
 async function requireSummary(store: TrajectoryStore, runId: string, trajectoryId: string): Promise<TrajectorySummary> {
@@ -227,16 +227,57 @@ async function requireSummary(store: TrajectoryStore, runId: string, trajectoryI
   return summary;
 }
 
-/** Reads the groups' turns from the store and turns them into training samples. */
-async function loadBatch(store: TrajectoryStore, { runId, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
-  const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [] };
-  batch.skipped = trainer.groupFilter === 'mixed-outcomes' ? groups.filter((group) => !hasMixedOutcomes(group)) : [];
-  for (const group of groups) {
-    if (batch.skipped.includes(group)) continue;
-    const advantages = computeAdvantages(group.rewards, trainer.advantage);
-    batch.trajectoryAdvantages.push(...advantages);
+/** A group's stored turns and trajectory summaries, in the order of its trajectories. */
+interface GroupRecords {
+  turns: TurnRecord[][];
+  summaries: TrajectorySummary[];
+}
+
+/**
+ * The group's stored records, or undefined if one of them is corrupt: then the group is logged at
+ * error level, naming the file and the reason. The file's bytes stay as they are, so a retry
+ * would fail the same way, and failing the step would end the run over one damaged file.
+ */
+async function readGroupUnlessCorrupt(
+  store: TrajectoryStore,
+  logger: Logger,
+  runId: string,
+  step: number,
+  group: GroupSummary,
+): Promise<GroupRecords | undefined> {
+  try {
     const turns = await Promise.all(group.trajectoryIds.map((trajectoryId) => store.getTurns(runId, trajectoryId)));
     const summaries = await Promise.all(group.trajectoryIds.map((trajectoryId) => requireSummary(store, runId, trajectoryId)));
+    return { turns, summaries };
+  } catch (err) {
+    if (!(err instanceof CorruptFileError)) throw err;
+    logger.error(
+      { runId, step, groupId: group.groupId, file: err.file, kind: err.kind, reason: err.reason },
+      'skipping a group with a corrupt stored file: it is not trained',
+    );
+    return undefined;
+  }
+}
+
+/**
+ * Reads the groups' turns from the store and turns them into training samples. Groups the group
+ * filter skips, and groups with a corrupt stored file, are consumed without being trained.
+ */
+async function loadBatch(store: TrajectoryStore, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
+  const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
+  for (const group of groups) {
+    if (trainer.groupFilter === 'mixed-outcomes' && !hasMixedOutcomes(group)) {
+      batch.skipped.push(group);
+      continue;
+    }
+    const records = await readGroupUnlessCorrupt(store, logger, runId, step, group);
+    if (!records) {
+      batch.corrupt.push(group);
+      continue;
+    }
+    const { turns, summaries } = records;
+    const advantages = computeAdvantages(group.rewards, trainer.advantage);
+    batch.trajectoryAdvantages.push(...advantages);
     const sequences = turns.map(buildTrainingSequences);
     const perTurn = weightedTurnCredit(
       turns,
@@ -304,12 +345,12 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   const trainer = await held.at(runId, baseVersion, input.trainer, input.temperature);
 
   const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
-  const batch = await loadBatch(store, input);
+  const batch = await loadBatch(store, logger, input);
   loading.end({ sequences: batch.samples.length });
   traceStaleness(baseVersion, batch.tokenVersions);
   Context.current().heartbeat();
-  // Every group skipped: no optimizer step, and the same weights are published as the next
-  // version (one version per step is what admission and resume count on).
+  // Every group skipped (by the filter or as corrupt): no optimizer step, and the same weights are
+  // published as the next version (one version per step is what admission and resume count on).
   const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples) : NOTHING_TRAINED;
   Context.current().heartbeat();
 
@@ -322,6 +363,7 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
     version,
     groups: input.groups,
     groupsSkipped: batch.skipped.length,
+    groupsCorrupt: batch.corrupt.length,
     advantages: batch.trajectoryAdvantages,
     train,
     tokenVersions: batch.tokenVersions,

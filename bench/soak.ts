@@ -18,6 +18,7 @@ import { episodeSpecOf, trainingInputOf } from '../client/session';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
+import { readJson } from '../src/store/files';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
@@ -112,7 +113,7 @@ async function main(): Promise<void> {
     const trained: string[] = [];
     for (let step = 0; step < result.steps; step++) {
       const file = run.trainStepFile(step);
-      trained.push(...(JSON.parse(await fs.readFile(file, 'utf8')) as { metrics: { groupIds: string[] } }).metrics.groupIds);
+      trained.push(...(await readJson<{ metrics: { groupIds: string[] } }>(file))!.metrics.groupIds);
     }
     const store = new TrajectoryStore(dataDir);
     const stored = new Set((await fs.readdir(run.groupsDir)).map((file) => file.replace(/\.json$/, '')));

@@ -10,6 +10,7 @@ import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
 import { runTraining } from '../client/runTraining';
 import { CheckpointStore } from '../src/store/checkpointStore';
+import { readJson, unsealRecord } from '../src/store/files';
 import { readLearningCurve } from '../client/learningCurve';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -96,7 +97,7 @@ describe('trainer process SIGKILLed mid-step', () => {
 
       // The step files are the source of truth: one per step, version = step + 1.
       const steps: TrainStepOutput[] = [];
-      for (let step = 0; step < STEPS; step++) steps.push(JSON.parse(await fs.readFile(run.trainStepFile(step), 'utf8')));
+      for (let step = 0; step < STEPS; step++) steps.push((await readJson<TrainStepOutput>(run.trainStepFile(step)))!);
       expect(await exists(run.trainStepFile(STEPS))).toBe(false);
       expect(steps.map((s) => s.metrics.step)).toEqual([...Array(STEPS).keys()]);
       expect(steps.map((s) => s.version)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
@@ -120,11 +121,11 @@ describe('trainer process SIGKILLed mid-step', () => {
       expect(new Set(trainedTrajectories).size).toBe(trainedTrajectories.length);
       expect(trainedTrajectories).toHaveLength(STEPS * BATCH_GROUPS * GROUP_SIZE);
 
-      // Every step has its line in the learning curve; a retry may have appended one twice.
+      // Every step has its line in the learning curve, and every line is whole; a retry may have appended one twice.
       const lines = (await fs.readFile(run.metricsFile, 'utf8'))
         .split('\n')
         .filter(Boolean)
-        .map((l) => JSON.parse(l).step as number);
+        .map((l) => (unsealRecord(Buffer.from(l), run.metricsFile) as { step: number }).step);
       expect([...new Set(lines)].sort()).toEqual([...Array(STEPS).keys()]);
       expect((await readLearningCurve(run)).map((m) => m.step)).toEqual([...Array(STEPS).keys()]);
 

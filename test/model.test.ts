@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,14 +53,20 @@ describe('weights', () => {
       edit(h);
       return Buffer.concat([Buffer.from(`${JSON.stringify(h)}\n`), good.subarray(newline() + 1)]);
     };
-    const withNaN = () => {
-      const bytes = Buffer.from(good);
-      bytes.writeFloatLE(Number.NaN, newline() + 1 + 40);
-      return bytes;
+    const withData = (edit: (data: Buffer) => void, { resealed }: { resealed: boolean }) => {
+      const data = Buffer.from(good.subarray(newline() + 1));
+      edit(data);
+      const h = header();
+      if (resealed) h.sha256 = createHash('sha256').update(data).digest('hex');
+      return Buffer.concat([Buffer.from(`${JSON.stringify(h)}\n`), data]);
     };
+    // A NaN the trainer itself wrote: the checksum matches, the values are refused.
+    const withNaN = () => withData((data) => data.writeFloatLE(Number.NaN, 40), { resealed: true });
+    const withFlippedBit = () => withData((data) => (data[40] ^= 0x10), { resealed: false });
     it.each<[string, () => Buffer, RegExp]>([
       ['truncated data', () => good.subarray(0, good.length - 4), /truncated: \d+ data bytes, expected \d+/],
       ['trailing bytes', () => Buffer.concat([good, Buffer.from([1, 2])]), /2 unexpected bytes/],
+      ['flipped data bit', withFlippedBit, /checksum mismatch: the \d+ data bytes hash to sha256 [0-9a-f]{64}, the header says [0-9a-f]{64}/],
       ['not a checkpoint', () => Buffer.from('hello world'), /no JSON header line/],
       ['garbled header', () => Buffer.concat([Buffer.from('{"format": \n'), good]), /header is not valid JSON/],
       ['wrong format tag', () => withHeader((h) => (h.format = 'other/9')), /format is "other\/9"/],

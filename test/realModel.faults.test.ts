@@ -15,6 +15,7 @@ import { stopWorker } from '../client/workerProcess';
 import { groupIdOf } from '../src/core/ids';
 import { SMOLLM2_DIR } from '../src/paths';
 import { freePort } from '../src/ports';
+import { readJson } from '../src/store/files';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { trainingStatusQuery, trainingWorkflow } from '../workflows/training';
@@ -124,7 +125,7 @@ describe('real-model faults', () => {
 
     // Every version published once, every group trained in exactly one step.
     const steps: TrainStepOutput[] = [];
-    for (let step = 0; step < STEPS; step++) steps.push(JSON.parse(await fs.readFile(run.trainStepFile(step), 'utf8')));
+    for (let step = 0; step < STEPS; step++) steps.push((await readJson<TrainStepOutput>(run.trainStepFile(step)))!);
     expect(steps.map((s) => s.version)).toEqual([1, 2, 3]);
     expect(steps.flatMap((s) => s.metrics.groupIds).sort()).toEqual(groupIds);
     const attempts = await withClient(async (client) => (await activityAttempts(client.workflow.getHandle(runId))).trainStep);

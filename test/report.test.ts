@@ -11,6 +11,7 @@ import { inflateSync } from 'node:zlib';
 import { niceTicks, wrapText, type ChartSpec } from '../src/report/charts';
 import { unionLength } from '../src/report/data';
 import { bucketWidthS, latencyHistogram, temporalLinks, timeBuckets, writeReport } from '../src/report/report';
+import { sealRecord } from '../src/store/files';
 import { runLayout } from '../src/store/runLayout';
 
 const RUN = 'fixture-20260101T000000Z';
@@ -19,6 +20,8 @@ const T0 = 1_800_000_000_000_000; // epoch µs
 async function writeFixture(dataDir: string): Promise<void> {
   const run = runLayout(dataDir, RUN);
   const lines = (records: unknown[]) => records.map((r) => JSON.stringify(r)).join('\n') + '\n';
+  // What the stores write is sealed (src/store/files.ts); trace files are plain JSON lines.
+  const sealedLines = (records: unknown[]) => Buffer.concat(records.map((r) => sealRecord(r)));
   await fs.mkdir(run.trainDir, { recursive: true });
   await fs.mkdir(run.traceDir, { recursive: true });
   const metrics = [0, 1, 2].map((step) => ({
@@ -37,10 +40,10 @@ async function writeFixture(dataDir: string): Promise<void> {
     engineBusyFraction: 0.2 + 0.1 * step,
     elapsedS: 10 + 5 * step,
   }));
-  await fs.writeFile(run.metricsFile, lines(metrics));
+  await fs.writeFile(run.metricsFile, sealedLines(metrics));
   await fs.writeFile(
     run.evaluationsFile,
-    lines([
+    sealedLines([
       { version: 0, successRate: 0, elapsedS: 5 },
       { version: 2, successRate: 0.5, elapsedS: 15.5 },
     ]),
@@ -51,7 +54,7 @@ async function writeFixture(dataDir: string): Promise<void> {
     for (const t of [0, 1]) {
       const wf = `${RUN}.g0000${step}.t00${t}`;
       await fs.mkdir(run.trajectoryDir(wf), { recursive: true });
-      await fs.writeFile(run.trajectorySummaryFile(wf), JSON.stringify({ trajectoryId: wf, status: 'ended', reward: 0.5, envReturn: 0.5, turns: 2 }));
+      await fs.writeFile(run.trajectorySummaryFile(wf), sealRecord({ trajectoryId: wf, status: 'ended', reward: 0.5, envReturn: 0.5, turns: 2 }));
       // Trajectory of 1000 ms: 2 generate calls of 200 ms, 2 env steps of 50 ms, reset 10 ms.
       const start = T0 + (5 + 5 * step) * 1e6 + t * 100_000;
       events.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 1_000_000, args: { wf, outcome: 'completed' } });
@@ -250,7 +253,7 @@ describe('report', () => {
       await fs.mkdir(layout.trajectoryDir(wf), { recursive: true });
       await fs.writeFile(
         layout.trajectorySummaryFile(wf),
-        JSON.stringify({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }),
+        sealRecord({ trajectoryId: wf, status: 'terminated', reward: n % 2 ? 0 : 1, envReturn: n % 2 ? 0 : 1, turns: 1 }),
       );
       workflows.push({ ph: 'X', name: 'trajectory', cat: 'trajectory', ts: start, dur: 2e6, args: { wf, outcome: 'completed' } });
       inference.push({ ph: 'X', name: 'generate', cat: 'activity', ts: start + 100_000, dur: 1e6, args: { wf, activity: 'generate', turn: 0 } });

@@ -5,10 +5,11 @@
  * twice is trained once, and groups without mixed outcomes are skipped when asked. The format
  * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
-import { promises as fs } from 'node:fs';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
+import type { TrainStepOutput } from '../activities/trainer';
 import { CheckpointStore } from '../src/store/checkpointStore';
+import { readJson } from '../src/store/files';
 import { runLayout } from '../src/store/runLayout';
 import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -70,7 +71,7 @@ describe('training run', () => {
       const trainedGroups: string[] = [];
       for (let step = 0; step < 3; step++) {
         const file = runLayout(config.dataDir, runId).trainStepFile(step);
-        trainedGroups.push(...JSON.parse(await fs.readFile(file, 'utf8')).metrics.groupIds);
+        trainedGroups.push(...(await readJson<TrainStepOutput>(file))!.metrics.groupIds);
       }
       expect(new Set(trainedGroups).size).toBe(trainedGroups.length);
 

@@ -28,6 +28,8 @@ from test_trainer_support import (
 from transformers import AutoModelForCausalLM
 
 from trajflow_py.trainer.activities import TrainerActivities
+from trajflow_py.trainer.failures import CORRUPT_STORED_FILE
+from trajflow_py.trainer.files import MANIFEST_FILE
 from trajflow_py.trainer.log import Logger
 from trajflow_py.trainer.settings import WorkerSettings
 
@@ -104,7 +106,7 @@ def test_prepare_publishes_version_0_as_a_copy_of_the_model(data_dir, model_dir)
     activities = activities_for(data_dir, model_dir)
     assert activities.prepare_policy(prepare_input()) == {"version": 0, "step": 0}
     v0 = checkpoint(data_dir, 0)
-    assert sorted(p.name for p in v0.iterdir()) == sorted(p.name for p in model_dir.iterdir())
+    assert sorted(p.name for p in v0.iterdir()) == sorted([MANIFEST_FILE, *(p.name for p in model_dir.iterdir())])
     assert (v0 / "model.safetensors").read_bytes() == (model_dir / "model.safetensors").read_bytes()
     assert not any(p.name.endswith(".partial") for p in v0.parent.iterdir())
     # With checkpoints published, it reports the latest (a resumed run).
@@ -130,8 +132,9 @@ def test_train_step_publishes_v1_records_metrics_and_is_idempotent(data_dir, mod
     run = data_dir / "runs" / RUN / "train"
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 1
-    metrics = strict_json(lines[0])
-    assert strict_json((run / "step-000000.json").read_text()) == output == {"version": 1, "metrics": metrics}
+    # Sealed records (trajflow_py/trainer/files.py): the record is the body.
+    metrics = strict_json(lines[0])["body"]
+    assert strict_json((run / "step-000000.json").read_text())["body"] == output == {"version": 1, "metrics": metrics}
     assert metrics["step"] == 0 and metrics["groups"] == 1 and metrics["groupIds"] == ["g0"] and metrics["trajectories"] == 2
     assert metrics["tokens"] == 9 and metrics["sequences"] == 2
     assert metrics["stalenessHistogram"] == {"0": 9} and metrics["stalenessMax"] == 0
@@ -147,6 +150,21 @@ def test_train_step_publishes_v1_records_metrics_and_is_idempotent(data_dir, mod
     assert activities.train_step(step_input(0, groups)) == output
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
     assert not checkpoint(data_dir, 2).exists()
+
+
+def test_a_corrupt_checkpoint_fails_the_step_for_good_naming_the_file(data_dir, model_dir):
+    # (A corrupt turn or summary skips its group instead: test_trainer_corrupt_group.py.)
+    activities = activities_for(data_dir, model_dir)
+    activities.prepare_policy(prepare_input())
+    groups = sampled_store(data_dir, checkpoint(data_dir, 0))
+    weights = checkpoint(data_dir, 0) / "model.safetensors"
+    intact = weights.read_bytes()
+    weights.write_bytes(intact[:-1] + bytes([intact[-1] ^ 1]))
+    with pytest.raises(ApplicationError) as refused:
+        activities.train_step(step_input(0, groups))
+    assert refused.value.type == CORRUPT_STORED_FILE and refused.value.non_retryable
+    assert f"corrupt checkpoint {checkpoint(data_dir, 0)}: model.safetensors: checksum mismatch" in refused.value.message
+    assert not checkpoint(data_dir, 1).exists()
 
 
 def test_the_update_follows_the_advantages(data_dir, model_dir):

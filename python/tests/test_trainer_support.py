@@ -5,11 +5,12 @@ store written as the TypeScript side writes it (camelCase JSON under <dataDir>/r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from trajflow_py.trainer.files import seal_record
 
 TEMPERATURE = 0.7
 COMPATIBILITY = {"code": "build-1", "model": "m-hash", "modules": "p-hash"}
@@ -67,7 +68,8 @@ def write_trajectory(data_dir: Path, run_id: str, trajectory_id: str, turns: lis
     folder = data_dir / "runs" / run_id / "trajectories" / trajectory_id
     folder.mkdir(parents=True, exist_ok=True)
     for record in turns:
-        (folder / f"turn-{record['turn']:06d}.json").write_text(json.dumps(record))
+        # Sealed as the TypeScript store writes them (src/store/files.ts).
+        (folder / f"turn-{record['turn']:06d}.json").write_bytes(seal_record(record))
     summary = {
         "runId": run_id,
         "trajectoryId": trajectory_id,
@@ -78,7 +80,7 @@ def write_trajectory(data_dir: Path, run_id: str, trajectory_id: str, turns: lis
     }
     if turn_penalties is not None:
         summary["turnPenalties"] = turn_penalties
-    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "summary.json").write_bytes(seal_record(summary))
 
 
 def group_json(group_id: str, trajectory_ids: list[str], rewards: list[float], solved: list[bool]) -> dict:

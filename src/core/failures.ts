@@ -14,6 +14,15 @@ export const WORKER_MISMATCH = 'WorkerMismatch';
 /** The trainer was given a config it cannot train with. */
 export const INVALID_CONFIG = 'InvalidConfig';
 
+/**
+ * A stored file (a turn, a summary, a checkpoint) failed its length or checksum check: its data is
+ * never used, and it is not retried (a retry reads the same bytes).
+ */
+export const CORRUPT_STORED_FILE = 'CorruptStoredFile';
+
+/** The data directory's filesystem is full: the write was undone, and the activity retries. */
+export const DISK_FULL = 'DiskFull';
+
 /** Episode failures (non-retryable), by who failed: the environment, the reward, or the agent code. */
 export const EPISODE_FAILURES = {
   environment: 'EnvironmentError',
@@ -24,10 +33,20 @@ export const EPISODE_FAILURES = {
 /** One environment turn (or opening a session) took longer than the env's `turnTimeoutS`. */
 export const ENV_TURN_TIMEOUT = 'EnvStepTimeout';
 
+/** An activity's result is larger than Temporal may carry in workflow history (activities/payloadLimit.ts). */
+export const PAYLOAD_TOO_LARGE = 'PayloadTooLarge';
+
+/** An activity's result cannot be serialized for Temporal (a BigInt or a cycle in what a plugin returned). */
+export const PAYLOAD_UNSERIALIZABLE = 'PayloadUnserializable';
+
 /** Failure types that end an episode without a result, and the trajectory status each gives. */
 export const EPISODE_FAILURE_STATUS: Readonly<Record<string, TrajectoryStatus>> = {
   [EPISODE_FAILURES.environment]: 'failed',
   [EPISODE_FAILURES.reward]: 'failed',
   [EPISODE_FAILURES.agent]: 'failed',
+  // A stored turn of the episode is corrupt: the episode cannot go on from it.
+  [CORRUPT_STORED_FILE]: 'failed',
   [ENV_TURN_TIMEOUT]: 'env_timeout',
+  [PAYLOAD_TOO_LARGE]: 'failed',
+  [PAYLOAD_UNSERIALIZABLE]: 'failed',
 };

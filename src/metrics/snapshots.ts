@@ -6,7 +6,7 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { readJson, writeJsonAtomically } from '../store/files';
+import { CorruptFileError, readJson, writeJsonAtomically } from '../store/files';
 
 export type Snapshot<T> = T & { workerId: string; writtenAt: number };
 
@@ -36,11 +36,14 @@ export class SnapshotReporter<T extends object> {
   }
 }
 
-/** Every worker's latest snapshot in `dir` (none if the directory does not exist yet). */
+/**
+ * Every worker's latest snapshot in `dir` (none if the directory does not exist yet). A corrupt
+ * one is left out: a utilization figure is not worth failing a train step for.
+ */
 export async function readSnapshots<T>(dir: string): Promise<Snapshot<T>[]> {
   const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const snapshots: (Snapshot<T> | undefined)[] = await Promise.all(
-    names.filter((n) => n.endsWith('.json')).map((n) => readJson<Snapshot<T>>(path.join(dir, n))),
-  );
+  const readSnapshot = (file: string) =>
+    readJson<Snapshot<T>>(file).catch((err: unknown) => (err instanceof CorruptFileError ? undefined : Promise.reject(err)));
+  const snapshots: (Snapshot<T> | undefined)[] = await Promise.all(names.filter((n) => n.endsWith('.json')).map((n) => readSnapshot(path.join(dir, n))));
   return snapshots.filter((s) => s !== undefined) as Snapshot<T>[];
 }

@@ -3,12 +3,15 @@
  * their names and shapes, seeded initialization, and the one-file checkpoint format.
  *
  * Checkpoint file = one JSON header line (format, config, policy version, each tensor's name, shape
- * and byte offset) + '\n' + every tensor's values as little-endian float32, in header order. A
- * trainer's checkpoint also holds its optimizer state: the header says `optimizer: {step}` and lists
- * Adam's two moment tensors per parameter after the parameters; readers of weights skip them.
+ * and byte offset, the data's length and sha256) + '\n' + every tensor's values as little-endian
+ * float32, in header order. A trainer's checkpoint also holds its optimizer state: the header says
+ * `optimizer: {step}` and lists Adam's two moment tensors per parameter after the parameters;
+ * readers of weights skip them. A torn or corrupt file (cut short, or its data not matching the
+ * sha256) is refused with a CorruptFileError.
  */
-import { rename, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createRng, hashString, type Rng } from '../core/random';
+import { CorruptFileError, sha256Hex, writeFileAtomically } from '../store/files';
 import { configDifferences, configProblem, type ModelConfig } from './config';
 
 export interface ModelWeights {
@@ -147,7 +150,7 @@ export function assertWeightsFit(weights: ModelWeights, config: ModelConfig): vo
   if (differences.length > 0) throw new Error(`weights are for another architecture: ${differences.join(', ')}`);
 }
 
-const FORMAT = 'trajflow-checkpoint/1';
+const FORMAT = 'trajflow-checkpoint/2';
 /** A header line longer than this means the file is not a checkpoint. */
 const MAX_HEADER_BYTES = 1 << 20;
 /** Adam's moments, in file order. */
@@ -161,6 +164,8 @@ interface Header {
   optimizer?: { step: number };
   tensors: { name: string; shape: number[]; offset: number }[];
   dataBytes: number;
+  /** Of the data bytes, in hex. */
+  sha256: string;
 }
 
 /** A tensor's name in the file, and where its values live in memory. */
@@ -197,6 +202,8 @@ export function encodeCheckpoint({ weights, policyVersion, optimizer }: TrainerC
     offset += 4 * size(tensor.shape);
     return { entry, values: groups[tensor.group][tensor.key] };
   });
+  const data = Buffer.alloc(offset);
+  for (const { entry, values } of layout) values.forEach((value, i) => data.writeFloatLE(value, entry.offset + 4 * i));
   const header: Header = {
     format: FORMAT,
     config: weights.config,
@@ -204,30 +211,34 @@ export function encodeCheckpoint({ weights, policyVersion, optimizer }: TrainerC
     ...(optimizer ? { optimizer: { step: optimizer.step } } : {}),
     tensors: layout.map(({ entry }) => entry),
     dataBytes: offset,
+    sha256: sha256Hex(data),
   };
-  const headerBytes = Buffer.from(`${JSON.stringify(header)}\n`, 'utf8');
-  const data = Buffer.alloc(offset);
-  for (const { entry, values } of layout) values.forEach((value, i) => data.writeFloatLE(value, entry.offset + 4 * i));
-  return Buffer.concat([headerBytes, data]);
+  return Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`, 'utf8'), data]);
 }
 
 /**
  * Parses and validates checkpoint bytes, with the optimizer state if the file has one and
- * `withOptimizer` asks for it; `source` (the file name) prefixes every error.
+ * `withOptimizer` asks for it; `source` (the file name) is in every error. A torn or corrupt file
+ * throws CorruptFileError; one that is intact but unusable (another format, NaN weights) an Error.
  */
 export function decodeCheckpoint(bytes: Buffer, source: string, { withOptimizer = false } = {}): TrainerCheckpoint {
   const fail = (problem: string): never => {
     throw new Error(`checkpoint ${source}: ${problem}`);
   };
+  const corrupt = (problem: string): never => {
+    throw new CorruptFileError('checkpoint', source, problem);
+  };
   const newline = bytes.indexOf(0x0a);
-  if (newline < 0 || newline > MAX_HEADER_BYTES) fail('no JSON header line (not a trajflow checkpoint?)');
+  if (newline < 0 || newline > MAX_HEADER_BYTES) corrupt('no JSON header line (not a trajflow checkpoint, or cut short)');
   let header: Header;
   try {
     header = JSON.parse(bytes.subarray(0, newline).toString('utf8'));
   } catch (err) {
-    return fail(`header is not valid JSON (${(err as Error).message})`);
+    return corrupt(`header is not valid JSON (${(err as Error).message})`);
   }
-  if (header?.format !== FORMAT) fail(`format is ${JSON.stringify(header?.format)}, expected "${FORMAT}"`);
+  if (header?.format !== FORMAT) {
+    fail(`format is ${JSON.stringify(header?.format)}, expected "${FORMAT}"`);
+  }
   const configIssue = configProblem(header.config);
   if (configIssue) fail(`bad config in header: ${configIssue}`);
   if (!Number.isSafeInteger(header.policyVersion) || header.policyVersion < 0) {
@@ -253,8 +264,10 @@ export function decodeCheckpoint(bytes: Buffer, source: string, { withOptimizer 
   });
   if (header.dataBytes !== expectedOffset) fail(`header says ${header.dataBytes} data bytes, the tensors need ${expectedOffset}`);
   const actualBytes = bytes.length - dataStart;
-  if (actualBytes < expectedOffset) fail(`truncated: ${actualBytes} data bytes, expected ${expectedOffset}`);
-  if (actualBytes > expectedOffset) fail(`${actualBytes - expectedOffset} unexpected bytes after the tensor data`);
+  if (actualBytes < expectedOffset) corrupt(`truncated: ${actualBytes} data bytes, expected ${expectedOffset}`);
+  if (actualBytes > expectedOffset) corrupt(`${actualBytes - expectedOffset} unexpected bytes after the tensor data`);
+  const hash = sha256Hex(bytes.subarray(dataStart));
+  if (hash !== header.sha256) corrupt(`checksum mismatch: the ${actualBytes} data bytes hash to sha256 ${hash}, the header says ${header.sha256}`);
   const groups: Record<FileTensor['group'], Record<string, Float32Array>> = { params: {}, m: {}, v: {} };
   expected.forEach(({ name, shape, group, key }, t) => {
     if (group !== 'params' && !withOptimizer) return;
@@ -270,7 +283,7 @@ export function decodeCheckpoint(bytes: Buffer, source: string, { withOptimizer 
   return checkpoint;
 }
 
-/** Writes beside the target then renames, so a reader never sees a half-written checkpoint. */
+/** Writes atomically and durably (files.ts): a reader never sees a half-written checkpoint. */
 export async function saveCheckpoint(file: string, checkpoint: Checkpoint): Promise<void> {
   await writeCheckpoint(file, { weights: checkpoint.weights, policyVersion: checkpoint.policyVersion });
 }
@@ -290,10 +303,8 @@ export async function loadTrainerCheckpoint(file: string): Promise<TrainerCheckp
   return decodeCheckpoint(await readCheckpoint(file), file, { withOptimizer: true });
 }
 
-async function writeCheckpoint(file: string, checkpoint: TrainerCheckpoint): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  await writeFile(temp, encodeCheckpoint(checkpoint));
-  await rename(temp, file);
+function writeCheckpoint(file: string, checkpoint: TrainerCheckpoint): Promise<void> {
+  return writeFileAtomically(file, encodeCheckpoint(checkpoint));
 }
 
 async function readCheckpoint(file: string): Promise<Buffer> {

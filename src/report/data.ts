@@ -18,6 +18,7 @@ import { promises as fs } from 'node:fs';
 import { isTrajectoryId } from '../core/ids';
 import type { TrajectorySummary } from '../core/records';
 import type { StepMetrics } from '../rl/stepMetrics';
+import { readJson } from '../store/files';
 import { readJsonLines } from '../store/jsonLines';
 import { runLayout, runsDir, type RunLayout } from '../store/runLayout';
 import { readRunTrace, type TraceSegment } from '../trace/perfetto';
@@ -91,18 +92,14 @@ async function readStoredTrajectories(run: RunLayout): Promise<StoredTrajectory[
   const out: StoredTrajectory[] = [];
   for (const name of names) {
     const file = run.trajectorySummaryFile(name);
-    const text = await fs.readFile(file, 'utf8').catch(() => undefined);
-    if (!text) continue;
-    try {
-      const s = JSON.parse(text) as TrajectorySummary;
-      const writtenUs = await fs.stat(file).then(
-        (st) => st.mtimeMs * 1000,
-        () => undefined,
-      );
-      out.push({ trajectoryId: s.trajectoryId, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
-    } catch {
-      // written atomically; a broken file is not ours to fix here
-    }
+    // A report draws what it can: a corrupt summary is left out, as a missing one is.
+    const s = await readJson<TrajectorySummary>(file).catch(() => undefined);
+    if (!s) continue;
+    const writtenUs = await fs.stat(file).then(
+      (st) => st.mtimeMs * 1000,
+      () => undefined,
+    );
+    out.push({ trajectoryId: s.trajectoryId, status: s.status, reward: s.reward, envReturn: s.envReturn, turns: s.turns, writtenUs });
   }
   return out;
 }

@@ -7,10 +7,18 @@ export interface StepMetrics extends TrainMetrics {
   /** Version this step published. */
   version: number;
   groups: number;
-  /** The groups this step consumed (trained, or skipped by the group filter), so each can be checked to appear in exactly one step. */
+  /**
+   * The groups this step consumed (trained, skipped by the group filter, or skipped as corrupt), so
+   * each can be checked to appear in exactly one step.
+   */
   groupIds: string[];
   /** Of those, the groups consumed but not trained: their episodes all solved the task or all failed (`trainer.groupFilter`). */
   groupsSkipped: number;
+  /**
+   * Of those, the groups consumed but not trained because one of their stored files (a turn or a
+   * trajectory summary) is corrupt; each is logged at error level with the file and the reason.
+   */
+  groupsCorrupt: number;
   trajectories: number;
   rewardMean: number;
   rewardStd: number;
@@ -58,6 +66,7 @@ export interface StepInputs {
   version: number;
   groups: readonly GroupSummary[];
   groupsSkipped: number;
+  groupsCorrupt: number;
   /** Advantage of every trained trajectory. */
   advantages: readonly number[];
   train: TrainMetrics;
@@ -89,6 +98,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     groups: inputs.groups.length,
     groupIds: inputs.groups.map((g) => g.groupId),
     groupsSkipped: inputs.groupsSkipped,
+    groupsCorrupt: inputs.groupsCorrupt,
     trajectories: rewards.length,
     rewardMean,
     rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),

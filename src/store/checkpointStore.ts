@@ -6,12 +6,17 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import type { Logger } from '../log';
+import { CorruptFileError } from './files';
 import { checkpointVersionOf, runLayout } from './runLayout';
 
 /** How a version is published: the embedded model's checkpoint file, or a real model's Hugging Face directory. */
 export type CheckpointFormat = 'embedded' | 'huggingface';
 
 export class CheckpointStore {
+  /** Each run's versions found corrupt: never loaded again by this process. */
+  private readonly refused = new Map<string, Set<number>>();
+
   constructor(
     readonly root: string,
     readonly format: CheckpointFormat = 'embedded',
@@ -35,10 +40,34 @@ export class CheckpointStore {
     return this.format === 'huggingface' ? run.checkpointDir(version) : run.checkpointFile(version);
   }
 
-  /** The highest published version of a run, if any. */
+  /** The highest published version of a run, if any, passing over those `loadNewest` refused. */
   async latestVersion(runId: string): Promise<number | undefined> {
     const names = await fs.readdir(this.dir(runId)).catch(() => [] as string[]);
-    const versions = names.flatMap((name) => checkpointVersionOf(name) ?? []);
+    const versions = names.flatMap((name) => checkpointVersionOf(name) ?? []).filter((version) => !this.refused.get(runId)?.has(version));
     return versions.length ? Math.max(...versions) : undefined;
+  }
+
+  /**
+   * Loads the newest published version, `atLeast` or newer, through `load` (an inference
+   * provider's) and returns the version loaded. A version whose checkpoint is corrupt is refused
+   * for good, with an error logged, and the one before it used instead; throws if no usable
+   * version is new enough.
+   */
+  async loadNewest(runId: string, atLeast: number, load: (location: string, version: number) => Promise<number>, logger: Logger): Promise<number> {
+    for (;;) {
+      const latest = await this.latestVersion(runId);
+      if (latest === undefined || latest < atLeast) {
+        const refused = [...(this.refused.get(runId) ?? [])];
+        const note = refused.length ? `; refused as corrupt: ${refused.join(', ')}` : '';
+        throw new Error(`run ${runId} has published no usable weights version >= ${atLeast} (latest: ${latest ?? 'none'}${note})`);
+      }
+      try {
+        return await load(this.location(runId, latest), latest);
+      } catch (err) {
+        if (!(err instanceof CorruptFileError)) throw err;
+        this.refused.set(runId, (this.refused.get(runId) ?? new Set()).add(latest));
+        logger.error({ runId, version: latest, file: err.file, reason: err.reason }, 'refusing a corrupt checkpoint; using the version before it');
+      }
+    }
   }
 }

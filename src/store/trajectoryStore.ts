@@ -3,34 +3,30 @@
  * directory, so nothing large travels through workflow history.
  *
  * Files: a run's trajectories/<trajectoryId>/turn-NNNNNN.json and summary.json, and its
- * groups/<groupId>.json (see runLayout.ts).
+ * groups/<groupId>.json (see runLayout.ts), each one sealed record (files.ts).
  *
- * Every write is atomic (temp file + rename or link), and turn records are write-once: a retried
- * activity finds the first attempt's record and returns it, so work is never done twice and a
- * record is never half-written.
+ * Every write is atomic (temp file + rename or link) and durable (fsynced, with its folder, before
+ * it returns), and turn records are write-once: a retried activity finds the first attempt's
+ * record and returns it, so work is never done twice and a record is never half-written. A read
+ * checks the record's length and checksum: a corrupt file throws CorruptFileError (not retryable).
  */
 import { promises as fs } from 'node:fs';
 import type { GroupSummary, TrajectorySummary, TurnRecord } from '../core/records';
-import { readJson, tempBeside, writeJsonAtomically } from './files';
+import { createFileOnce, readJson, sealRecord, writeJsonAtomically, type WriteOptions } from './files';
 import { isTurnFileName, runLayout, type RunLayout } from './runLayout';
 
-/** Creates `file` atomically unless it exists; returns whichever content is now stored. */
-async function createJsonOnce<T>(file: string, value: T): Promise<T> {
-  const temp = await tempBeside(file);
-  await fs.writeFile(temp, JSON.stringify(value));
-  try {
-    await fs.link(temp, file);
-    return value;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    return (await readJson<T>(file)) as T;
-  } finally {
-    await fs.rm(temp, { force: true });
-  }
+/** Creates `file` unless it exists; returns whichever content is now stored. */
+async function createJsonOnce<T>(file: string, value: T, options: WriteOptions): Promise<T> {
+  if (await createFileOnce(file, sealRecord(value), options)) return value;
+  return (await readJson<T>(file)) as T;
 }
 
 export class TrajectoryStore {
-  constructor(readonly root: string) {}
+  /** `options.durable` false only to measure what durability costs (bench/storage.ts). */
+  constructor(
+    readonly root: string,
+    private readonly options: WriteOptions = {},
+  ) {}
 
   private run(runId: string): RunLayout {
     return runLayout(this.root, runId);
@@ -42,14 +38,17 @@ export class TrajectoryStore {
 
   /** Stores a turn unless one is already stored for (trajectory, turn); returns the stored one. */
   putTurnOnce(runId: string, record: TurnRecord): Promise<TurnRecord> {
-    return createJsonOnce(this.run(runId).turnFile(record.trajectoryId, record.turn), record);
+    return createJsonOnce(this.run(runId).turnFile(record.trajectoryId, record.turn), record, this.options);
   }
 
   getTurn(runId: string, trajectoryId: string, turn: number): Promise<TurnRecord | undefined> {
     return readJson<TurnRecord>(this.run(runId).turnFile(trajectoryId, turn));
   }
 
-  /** Turns 0..turnCount-1; throws if one is missing (the store and the workflow disagree). */
+  /**
+   * Turns 0..turnCount-1; throws if one is missing (the store and the workflow disagree), and
+   * CorruptFileError if one is corrupt.
+   */
   async getTurns(runId: string, trajectoryId: string, turnCount?: number): Promise<TurnRecord[]> {
     let count = turnCount;
     if (count === undefined) {
@@ -66,7 +65,7 @@ export class TrajectoryStore {
   }
 
   putTrajectory(summary: TrajectorySummary): Promise<void> {
-    return writeJsonAtomically(this.run(summary.runId).trajectorySummaryFile(summary.trajectoryId), summary);
+    return writeJsonAtomically(this.run(summary.runId).trajectorySummaryFile(summary.trajectoryId), summary, this.options);
   }
 
   getTrajectory(runId: string, trajectoryId: string): Promise<TrajectorySummary | undefined> {
@@ -78,7 +77,7 @@ export class TrajectoryStore {
   }
 
   putGroup(summary: GroupSummary): Promise<void> {
-    return writeJsonAtomically(this.run(summary.runId).groupFile(summary.groupId), summary);
+    return writeJsonAtomically(this.run(summary.runId).groupFile(summary.groupId), summary, this.options);
   }
 
   getGroup(runId: string, groupId: string): Promise<GroupSummary | undefined> {

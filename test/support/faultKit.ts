@@ -6,6 +6,8 @@
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { trajectoryIdOf } from '../../src/core/ids';
+import type { TurnRecord } from '../../src/core/records';
+import { readJson } from '../../src/store/files';
 import type { TrajectoryStore } from '../../src/store/trajectoryStore';
 import { isTurnFileName, runLayout } from '../../src/store/runLayout';
 
@@ -97,7 +99,7 @@ export async function auditRun(store: TrajectoryStore, runId: string, groupIds: 
     const contiguous = Array.from({ length: summary.turns }, (_, t) => path.basename(run.turnFile(id, t)));
     if (JSON.stringify(turnFiles) !== JSON.stringify(contiguous)) problems.push(`${id}: turn files ${turnFiles.join(',')} != 0..${summary.turns - 1}`);
     for (const [t, name] of turnFiles.entries()) {
-      const turn = JSON.parse(await fs.readFile(path.join(dir, name), 'utf8'));
+      const turn = (await readJson<TurnRecord>(path.join(dir, name)))!;
       if (turn.trajectoryId !== id || turn.turn !== t) problems.push(`${id}/${name}: holds trajectory ${turn.trajectoryId} turn ${turn.turn}`);
     }
   }

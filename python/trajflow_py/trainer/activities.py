@@ -51,6 +51,7 @@ def step_record(
             version=input.base_version + 1,
             groups=input.groups,
             groups_skipped=len(batch.skipped),
+            groups_corrupt=len(batch.corrupt),
             advantages=batch.trajectory_advantages,
             train=train,
             token_versions=batch.token_versions,
@@ -145,9 +146,9 @@ class TrainerActivities:
         started_at = now_ms()
         since = self._utilization.interval_start(started_at)
         trainer = self._held.take(run, run_id, base, input.trainer, input.temperature)
-        batch = load_batch(run, input)
-        # Every group skipped: no optimizer step, and the same weights are published as the next
-        # version (one version per step is what admission and resume count on).
+        batch = load_batch(run, input, self._logger)
+        # Every group skipped (by the filter or as corrupt): no optimizer step, and the same weights
+        # are published as the next version (one version per step is what admission and resume count on).
         if batch.samples:
             train, before = trainer.train_batch(batch.samples, samples_sampled_by(batch.samples, base))
         else:

@@ -11,6 +11,10 @@ from temporalio.exceptions import ApplicationError
 WORKER_MISMATCH = "WorkerMismatch"
 #: The trainer was given a config it cannot train with (not retryable: a retry gets the same config).
 INVALID_CONFIG = "InvalidConfig"
+#: A stored file (a turn, a summary) failed its length or checksum check (not retryable: a retry reads the same bytes).
+CORRUPT_STORED_FILE = "CorruptStoredFile"
+#: The data directory's filesystem is full: the write was undone (retryable: space may be freed).
+DISK_FULL = "DiskFull"
 
 
 def invalid_config(message: str) -> ApplicationError:

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel
 
+from .files import verify_directory
 from .inputs import TrainerConfig
 from .loss import LossResult, policy_loss
 from .policy import OPTIMIZER_FILE, load_model, model_limits, save_checkpoint, target_logprobs
@@ -132,7 +133,10 @@ class PolicyTrainer:
         """
         The trainer at a checkpoint: its weights and its optimizer state (a fresh AdamW where it
         has none, as version 0), and the reference policy (version 0) when the loss has a KL term.
+        Each directory is checked against its manifest first (CorruptFileError if it differs).
         """
+        # The optimizer state of a version no step resumes from is removed on purpose (drop_optimizer_state).
+        verify_directory(checkpoint, may_be_absent=(OPTIMIZER_FILE,))
         model = load_model(checkpoint, config.precision, device)
         optimizer = adamw(model, config)
         state_file = checkpoint / OPTIMIZER_FILE
@@ -143,6 +147,7 @@ class PolicyTrainer:
                 group.update(lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
         ref_model = None
         if config.loss.beta > 0:
+            verify_directory(reference, may_be_absent=(OPTIMIZER_FILE,))
             ref_model = load_model(reference, config.precision, device).requires_grad_(False)
         return cls(model, optimizer, config, temperature, ref_model)
 

@@ -11,10 +11,10 @@ not publish (a vLLM server this repository does not wrap) count as 0 busy.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import CorruptFileError, read_json
 from .layout import engines_dir, env_workers_dir
 from .step_metrics import Utilization
 
@@ -28,11 +28,13 @@ def read_snapshots(folder: Path) -> list[dict]:
     snapshots = []
     for file in files:
         try:
-            snapshots.append(json.loads(file.read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError):
-            # A worker's file removed or replaced while listed: a utilization figure is not worth
-            # failing a train step for (the TypeScript reader would throw on a torn file).
+            snapshot = read_json(file)
+        except (OSError, CorruptFileError):
+            # A worker's file replaced while read, or corrupt: a utilization figure is not worth
+            # failing a train step for (the TypeScript reader would throw on a corrupt file).
             continue
+        if snapshot is not None:  # removed since listed
+            snapshots.append(snapshot)
     return snapshots
 
 

@@ -1,0 +1,173 @@
+/**
+ * A train step whose batch holds a group with a corrupt stored file (a turn or a trajectory
+ * summary): that group is skipped, logged at error level with the file and the reason, and counted
+ * as groupsCorrupt; the rest of the batch trains as usual. The trainer activities run in a mock
+ * activity context on a hand-made store (no Temporal server).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { AgentConfigSchema, EnvConfigSchema, ModelConfigSchema, TrainerConfigSchema } from '../config/schema';
+import { createTrainerActivities, type TrainStepInput, type TrainStepOutput } from '../activities/trainer';
+import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
+import { loadCheckpoint } from '../src/model/weights';
+import { CheckpointStore } from '../src/store/checkpointStore';
+import { runLayout } from '../src/store/runLayout';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+
+const RUN = 'run-1';
+const COMPATIBILITY = { code: 'test', model: 'test', modules: 'test' };
+const HEALTHY_TIME: TrajectoryTime = { totalMs: 10, generationMs: 6, environmentMs: 3, waitingMs: 1 };
+const DAMAGED_TIME: TrajectoryTime = { totalMs: 1000, generationMs: 600, environmentMs: 300, waitingMs: 100 };
+
+/** A pino logger whose records land in `records` (parsed). */
+function capturingLogger(records: Record<string, unknown>[]) {
+  return pino({ level: 'debug' }, { write: (line: string) => void records.push(JSON.parse(line)) });
+}
+
+/** Turn `n` of a trajectory whose every turn samples `completionLength` tokens, all in one context. */
+function turn(trajectoryId: string, n: number, completionLength: number): TurnRecord {
+  const completionIds = Array.from({ length: completionLength }, (_, i) => 40 + n * 10 + i);
+  return {
+    trajectoryId,
+    turn: n,
+    messages: [{ role: 'user', content: `observation ${n}` }],
+    promptDeltaIds: [10 + n, 11 + n, 12 + n],
+    completionIds,
+    logprobs: completionIds.map(() => -1.5),
+    policyVersions: completionIds.map(() => 0),
+    finishReason: 'stop',
+    text: `move ${n}`,
+    contextTokens: 3 + n * (3 + completionLength),
+  };
+}
+
+function summary(groupId: string, trajectoryId: string, reward: number, time: TrajectoryTime): TrajectorySummary {
+  return {
+    runId: RUN,
+    groupId,
+    trajectoryId,
+    env: 'frozenlake',
+    status: 'ended',
+    reason: 'done',
+    reward,
+    envReturn: reward,
+    turns: 2,
+    envSteps: 2,
+    invalidActions: 0,
+    completionTokens: 0,
+    minPolicyVersion: 0,
+    maxPolicyVersion: 0,
+    envRestores: 0,
+    time,
+  };
+}
+
+/** A group of two two-turn trajectories, one solved and one not, stored turn by turn. */
+async function storeGroup(store: TrajectoryStore, groupId: string, completionLength: number, time: TrajectoryTime): Promise<GroupSummary> {
+  const trajectoryIds = [`${groupId}.t0`, `${groupId}.t1`];
+  const rewards = [1, 0];
+  for (const [i, trajectoryId] of trajectoryIds.entries()) {
+    for (let n = 0; n < 2; n++) await store.putTurnOnce(RUN, turn(trajectoryId, n, completionLength));
+    await store.putTrajectory(summary(groupId, trajectoryId, rewards[i], time));
+  }
+  return {
+    runId: RUN,
+    groupId,
+    trajectoryIds,
+    rewards,
+    solved: [true, false],
+    turns: [2, 2],
+    failed: [],
+    rewardMean: 0.5,
+    rewardStd: 0.5,
+  };
+}
+
+function cutShort(file: string): void {
+  const bytes = readFileSync(file);
+  writeFileSync(file, bytes.subarray(0, Math.floor(bytes.length / 2)));
+}
+
+let dataDir: string;
+beforeEach(() => {
+  dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-corrupt-group-'));
+});
+afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+
+/** The trainer activities on `dataDir`, with version 0 of the run published, and their log records. */
+async function preparedTrainer() {
+  const logs: Record<string, unknown>[] = [];
+  const store = new TrajectoryStore(dataDir);
+  const checkpoints = new CheckpointStore(dataDir);
+  const model = ModelConfigSchema.parse({ dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, maxContext: 64 });
+  const activities = createTrainerActivities({ model, compatibility: COMPATIBILITY, store, checkpoints, dataDir, logger: capturingLogger(logs) });
+  const trainer = TrainerConfigSchema.parse({ learningRate: 1e-2 });
+  const env = EnvConfigSchema.parse({ name: 'frozenlake' });
+  const agent = AgentConfigSchema.parse({});
+  await new MockActivityEnvironment().run(activities.preparePolicy, { runId: RUN, trainer, temperature: 1, env, agent });
+  const trainStep = async (groups: GroupSummary[]): Promise<TrainStepOutput> => {
+    const input: TrainStepInput = { runId: RUN, step: 0, baseVersion: 0, groups, trainer, temperature: 1 };
+    // run() cannot infer the activity's result type from the function it is given.
+    return (await new MockActivityEnvironment().run(activities.trainStep, input)) as TrainStepOutput;
+  };
+  const weightsOf = async (version: number) => (await loadCheckpoint(checkpoints.file(RUN, version))).weights.params;
+  return { store, logs, trainStep, weightsOf };
+}
+
+describe('a train step with a corrupt group', () => {
+  it('skips the group with a damaged turn, logs it, and trains the healthy group alone', async () => {
+    const { store, logs, trainStep, weightsOf } = await preparedTrainer();
+    // 3 sampled tokens per turn in the healthy group, 5 in the damaged one: the trained token count tells them apart.
+    const healthy = await storeGroup(store, 'g-healthy', 3, HEALTHY_TIME);
+    const damaged = await storeGroup(store, 'g-damaged', 5, DAMAGED_TIME);
+    const damagedTurn = runLayout(dataDir, RUN).turnFile(damaged.trajectoryIds[1], 1);
+    cutShort(damagedTurn);
+
+    const { version, metrics } = await trainStep([damaged, healthy]);
+
+    expect(version).toBe(1);
+    expect(metrics).toMatchObject({ groups: 2, groupIds: ['g-damaged', 'g-healthy'], groupsCorrupt: 1, groupsSkipped: 0 });
+    // Only the healthy group's two trajectories were trained: one sequence each, 2 turns x 3 tokens.
+    expect(metrics.sequences).toBe(2);
+    expect(metrics.tokens).toBe(12);
+    expect(metrics.stalenessHistogram).toEqual({ 0: 12 });
+    expect(metrics.trajectoryTime).toEqual(HEALTHY_TIME);
+    expect(metrics.gradNorm).toBeGreaterThan(0);
+    const [before, after] = [await weightsOf(0), await weightsOf(1)];
+    expect(Object.keys(before).some((name) => !before[name].every((value, i) => value === after[name][i]))).toBe(true);
+
+    const corruptLines = logs.filter((record) => record.msg === 'skipping a group with a corrupt stored file: it is not trained');
+    expect(corruptLines).toEqual([
+      expect.objectContaining({
+        level: 50,
+        runId: RUN,
+        step: 0,
+        groupId: 'g-damaged',
+        file: damagedTurn,
+        kind: 'record',
+        reason: expect.stringMatching(/^truncated: /),
+      }),
+    ]);
+  });
+
+  it('a group whose summary is corrupt is skipped too; with no group left, the same weights are published', async () => {
+    const { store, logs, trainStep, weightsOf } = await preparedTrainer();
+    const damaged = await storeGroup(store, 'g-damaged', 3, DAMAGED_TIME);
+    const damagedSummary = runLayout(dataDir, RUN).trajectorySummaryFile(damaged.trajectoryIds[0]);
+    cutShort(damagedSummary);
+
+    const { version, metrics } = await trainStep([damaged]);
+
+    expect(version).toBe(1);
+    expect(metrics).toMatchObject({ groupsCorrupt: 1, groupsSkipped: 0, sequences: 0, tokens: 0, gradNorm: 0, stalenessHistogram: {} });
+    expect(metrics.trajectoryTime).toBeUndefined();
+    const [before, after] = [await weightsOf(0), await weightsOf(1)];
+    for (const name of Object.keys(before)) expect(after[name]).toEqual(before[name]);
+    expect(logs).toContainEqual(
+      expect.objectContaining({ level: 50, groupId: 'g-damaged', file: damagedSummary, reason: expect.stringMatching(/^truncated: /) }),
+    );
+  });
+});
