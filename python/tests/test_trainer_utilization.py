@@ -1,15 +1,13 @@
 """Utilization over a step's interval, from the counters engines and env workers publish."""
 
-import json
-
 import pytest
 
+from trajflow_py.trainer.files import write_json_atomically
 from trajflow_py.trainer.utilization import UtilizationClock
 
 
 def publish(folder, worker_id, uptime_ms, busy_ms):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{worker_id}.json").write_text(json.dumps({"workerId": worker_id, "uptimeMs": uptime_ms, "busyMs": busy_ms, "writtenAt": 0}))
+    write_json_atomically(folder / f"{worker_id}.json", {"workerId": worker_id, "uptimeMs": uptime_ms, "busyMs": busy_ms, "writtenAt": 0})
 
 
 def test_fractions_are_busy_time_differences_over_the_interval(tmp_path):
