@@ -41,8 +41,16 @@ describe('trainer process SIGKILLed mid-step', () => {
       agent: { maxTurns: 3 },
       sampling: { maxTokens: 24 },
       rollout: { groups: STEPS * BATCH_GROUPS, groupSize: GROUP_SIZE, maxConcurrency: 8 },
-      // Several optimizer steps per batch make a step last long enough to be killed inside it.
-      trainer: { steps: STEPS, batchGroups: BATCH_GROUPS, maxStaleness: 1, formatWarmupSteps: 0, optimizerStepsPerBatch: GROUP_SIZE },
+      // Several optimizer steps per batch make a step last long enough to be killed inside it. The
+      // trainer heartbeats every 5 s, so a 15 s heartbeat timeout notices the dead attempt soon.
+      trainer: {
+        steps: STEPS,
+        batchGroups: BATCH_GROUPS,
+        maxStaleness: 1,
+        formatWarmupSteps: 0,
+        optimizerStepsPerBatch: GROUP_SIZE,
+        heartbeatTimeoutS: 15,
+      },
       reward: { formatWeight: 0.5 },
     });
     const runId = 'fault-trainer-run';
@@ -84,7 +92,7 @@ describe('trainer process SIGKILLed mid-step', () => {
       console.log(`SIGKILLed the trainer in step ${killed.step} (attempt ${killed.attempt}); step result already written: ${finishedBeforeKill}`);
       trainer = await spawnLoggedWorker('trainer', configFile, trainerLog);
 
-      // The dead attempt is detected by the step's 2-minute heartbeat timeout, then retried.
+      // The dead attempt is detected by the step's heartbeat timeout, then retried.
       const summary = await within(training, 360_000, `training run ${runId} after the trainer kill`, async () => {
         const status = await withClient((c) => c.workflow.getHandle(runId).describe()).catch((err) => String(err));
         return `workflow: ${JSON.stringify(typeof status === 'string' ? status : status.raw.pendingActivities, null, 1)}\ntrainer log:\n${tail(trainerLog)}`;
