@@ -23,10 +23,9 @@ import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
+import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
 import type { TrajectoryStore } from '../src/store/trajectoryStore';
-
-const HEARTBEAT_MS = 2_000;
 
 interface Session {
   episode: Episode;
@@ -113,7 +112,7 @@ function episodeFailure(err: unknown): unknown {
  */
 async function withinTurnTimeout<T>(turnTimeoutMs: number, what: string, work: Promise<T>): Promise<T> {
   const context = Context.current();
-  const heartbeat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), HEARTBEAT_MS);
+  const heartbeat = context.info.isLocal ? undefined : setInterval(() => context.heartbeat(), HEARTBEAT_INTERVAL_MS);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(

@@ -8,6 +8,7 @@
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { SamplingConfig } from '../config/schema';
+import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';
 import { hashString } from '../src/core/random';
 import type { Compatibility } from '../src/core/compatibility';
 import type { TurnRecord } from '../src/core/records';
@@ -70,8 +71,6 @@ export interface InferenceDeps {
   compatibility: Compatibility;
   logger: Logger;
 }
-
-const HEARTBEAT_MS = 2_000;
 
 function toOutput(record: TurnRecord): GenerateOutput {
   return {
@@ -157,7 +156,7 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
 
     // Heartbeats let Temporal notice a dead inference worker in seconds instead of at the
     // start-to-close timeout, so the turn is retried elsewhere promptly.
-    const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
+    const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_INTERVAL_MS);
     try {
       const result = await tracer.span('sample', { promptTokens: promptIds.length }, async (span) => {
         const sampled = await provider.generate({

@@ -72,6 +72,13 @@ export const EnvConfigSchema = z.looseObject({
    * `env-worker`.
    */
   sessions: z.enum(['env-worker', 'local']).optional(),
+  /**
+   * With `env-worker` sessions: how long a turn may wait to be taken by the env worker holding its
+   * session before that worker counts as gone and the session is rebuilt on another (replaying the
+   * recorded answers). A live worker takes a turn within milliseconds; raise it only for env
+   * workers whose activity slots can all be busy at once.
+   */
+  sessionLostAfterS: z.number().positive().default(5),
 });
 
 /** The agent, by registered name; its other fields are the agent's own options. */

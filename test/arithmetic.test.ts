@@ -1,4 +1,4 @@
-import type { AgentConfig, EnvConfig } from '../config/schema';
+import { EnvConfigSchema, type AgentConfig, type EnvConfig } from '../config/schema';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import { ToolAgent } from '../src/agents/toolAgent';
 import { createRng } from '../src/core/random';
@@ -182,7 +182,7 @@ describe('task generator', () => {
 });
 
 describe('options', () => {
-  const env = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', turnTimeoutS: 60, ...options });
+  const env = (options: Record<string, unknown> = {}): EnvConfig => EnvConfigSchema.parse({ name: 'arithmetic', ...options });
 
   test('defaults and label', () => {
     expect(ArithmeticOptionsSchema.parse({})).toEqual({
@@ -218,7 +218,7 @@ describe('options', () => {
 
 describe('ToolAgent with the calculator', () => {
   const formats: ToolCallFormat[] = ['hermes', 'json', 'qwen3-coder', 'gemma4'];
-  const envConfig = (options: Record<string, unknown> = {}): EnvConfig => ({ name: 'arithmetic', turnTimeoutS: 60, ...options });
+  const envConfig = (options: Record<string, unknown> = {}): EnvConfig => EnvConfigSchema.parse({ name: 'arithmetic', ...options });
   const agentConfig = (format: ToolCallFormat): AgentConfig => ({ name: 'tool', maxTurns: 6, history: 'full', episodeTimeoutS: 600, format });
 
   async function open(format: ToolCallFormat, seed = 5, env = envConfig()) {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { EnvConfigSchema } from '../config/schema';
 import { Episode } from '../src/agents/episode';
 import {
   BASH_FAMILIES,
@@ -358,11 +359,11 @@ test('options: defaults, and limits that would break the tool are refused', () =
 });
 
 test('an episode through the registry with the tool agent', async () => {
-  expect(describeEnvironment({ name: 'bash', turnTimeoutS: 60 })).toBe('bash-files');
-  expect(describeEnvironment({ name: 'bash', turnTimeoutS: 60, families: ['count'] })).toBe('bash-files-count');
+  expect(describeEnvironment(EnvConfigSchema.parse({ name: 'bash' }))).toBe('bash-files');
+  expect(describeEnvironment(EnvConfigSchema.parse({ name: 'bash', families: ['count'] }))).toBe('bash-files-count');
 
   const { episode, first } = await Episode.open({
-    env: { name: 'bash', turnTimeoutS: 60, families: ['count'] },
+    env: EnvConfigSchema.parse({ name: 'bash', families: ['count'] }),
     agent: { name: 'tool', format: 'hermes', maxTurns: 12, history: 'full', episodeTimeoutS: 600 },
     seed: 11,
   });

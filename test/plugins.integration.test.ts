@@ -9,7 +9,8 @@
  * trajectory with a reason naming the activity, the size and the limit (anything else).
  */
 import path from 'node:path';
-import type { RunConfig } from '../config/schema';
+import type { z } from 'zod';
+import { EnvConfigSchema, type RunConfig } from '../config/schema';
 import { runRollout } from '../client/runRollout';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -35,9 +36,9 @@ describe('plugin environments and bad input on the dev server', () => {
   });
 
   /** Runs one group of two trajectories with this env and agent on the shared workers. */
-  async function rollout(env: RunConfig['env'], agent: Partial<RunConfig['agent']> = {}) {
+  async function rollout(env: z.input<typeof EnvConfigSchema>, agent: Partial<RunConfig['agent']> = {}) {
     const runId = `plugins-${++runs}`;
-    const config: RunConfig = { ...base, env: { ...env }, agent: { ...base.agent, name: 'verbatim', ...agent } };
+    const config: RunConfig = { ...base, env: EnvConfigSchema.parse(env), agent: { ...base.agent, name: 'verbatim', ...agent } };
     const summary = await runRollout(config, { runId, local: false, logger });
     const ids = await store.listTrajectories(runId);
     const trajectories = await Promise.all(ids.map(async (id) => (await store.getTrajectory(runId, id))!));

@@ -19,7 +19,7 @@ import type { AgentDefinition, EnvironmentDefinition, InstancePool, PluginApi } 
 export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefinition, InstancePool, PluginApi } from './types';
 
 /** Config keys every env section has, handled by trajflow rather than the environment. */
-const ENV_KEYS = ['name', 'turnTimeoutS', 'sessions'] as const;
+const ENV_KEYS = ['name', 'turnTimeoutS', 'sessions', 'sessionLostAfterS'] as const;
 /** Config keys every agent section has, handled by trajflow rather than the agent. */
 const AGENT_KEYS = ['name', 'maxTurns', 'history', 'episodeTimeoutS', 'maxTurnTextBytes'] as const;
 

@@ -21,7 +21,7 @@ export interface EnvironmentContext {
 }
 
 export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates (and fills defaults of) the env section, less `name`, `turnTimeoutS` and `sessions`. */
+  /** Validates (and fills defaults of) the env section, less `name`, `turnTimeoutS`, `sessions` and `sessionLostAfterS`. */
   options: S;
   // Method syntax keeps definitions with different option types assignable to the base type.
   create(options: z.output<S>, context: EnvironmentContext): Environment;

@@ -8,6 +8,7 @@ import { proxyActivities, proxyLocalActivities, type RetryPolicy } from '@tempor
 import type { EnvActivities, SessionActivities } from '../../activities/environment';
 import type { InferenceActivities } from '../../activities/inference';
 import { SESSION_LOST } from '../../src/core/failures';
+import { ACTIVITY_HEARTBEAT_TIMEOUT } from '../../src/core/liveness';
 import type { TrajectoryInput } from '../types';
 
 const ENV_RETRY: RetryPolicy = { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 10 };
@@ -27,13 +28,13 @@ export function trajectoryActivities(input: TrajectoryInput): TrajectoryActiviti
   const { generate } = proxyActivities<InferenceActivities>({
     taskQueue: input.taskQueues.inference,
     startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '10 seconds',
+    heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
     retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
   });
   const envActivities = proxyActivities<EnvActivities>({
     taskQueue: input.taskQueues.env,
     startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: '10 seconds',
+    heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
     retry: ENV_RETRY,
   });
   const { recordTrajectory } = envActivities;
@@ -44,13 +45,14 @@ export function trajectoryActivities(input: TrajectoryInput): TrajectoryActiviti
   }
   const { openSession, computeReward } = envActivities;
   // Turns must reach the worker holding the session; if it is gone, nobody polls its queue and
-  // schedule-to-start times out, which is the signal to rebuild the session.
+  // schedule-to-start times out, which is the signal to rebuild the session. A live worker always
+  // has a poll waiting on its own queue, so a turn starts there within milliseconds.
   const sessionAt = (sessionQueue: string) =>
     proxyActivities<SessionActivities>({
       taskQueue: sessionQueue,
-      scheduleToStartTimeout: '30 seconds',
+      scheduleToStartTimeout: input.env.sessionLostAfterS * 1000,
       startToCloseTimeout: '10 minutes',
-      heartbeatTimeout: '10 seconds',
+      heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
       retry: SESSION_RETRY,
     });
   return { generate, openSession, computeReward, recordTrajectory, sessionAt };
