@@ -143,8 +143,9 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
     }
     const startedAt = performance.now();
     if (input.policy) await ensurePolicy(input.policy);
-    const previous = await store.getTurns(runId, trajectoryId, turn);
     const freshContext = turn === 0 || input.freshContext === true;
+    // A fresh context needs nothing stored: its prompt is this turn's messages alone.
+    const previous = freshContext ? [] : await store.getTurns(runId, trajectoryId, turn);
     const promptDeltaIds = freshContext
       ? chat.renderConversationStart(input.messages)
       : chat.renderContinuation(previous[turn - 1].completionIds, input.messages);

@@ -4,7 +4,10 @@
  *      build and trajflow's own SGLang-API server (HTTP client included);
  *   2. seconds per weight sync on each (the server loads a Hugging Face directory from disk);
  *   3. a short training run of config/examples/arithmetic-smollm2-train.yaml (`--steps N` to
- *      shorten it): reward per step, which must rise, and the Python trainer's train tokens/s.
+ *      shorten it, `--no-training` to skip it): reward per step, which must rise, and the Python
+ *      trainer's train tokens/s.
+ * Smaller runs: `--backends vllm,sglang` (either or both), `--decode-tokens N` (default 48),
+ * `--syncs N` (default 3).
  * Needs `bash scripts/setup.sh` (the Python environment and the SmolLM2 directory).
  */
 import { mkdtempSync } from 'node:fs';
@@ -21,13 +24,32 @@ import type { InferenceProvider } from '../src/inference/provider';
 import { loadRunConfig } from '../src/runConfig';
 import { loadChatFormat } from '../src/chat/hfChatFormat';
 
-const DECODE_TOKENS = 48;
-const SYNCS = 3;
+const BACKENDS = ['vllm', 'sglang'] as const;
+type Backend = (typeof BACKENDS)[number];
 
 function argument(name: string): string | undefined {
   const at = process.argv.indexOf(`--${name}`);
   return at >= 0 ? process.argv[at + 1] : undefined;
 }
+
+function positiveArgument(name: string, fallback: number): number {
+  const text = argument(name);
+  const value = text === undefined ? fallback : Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} needs a positive integer, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+function backendsArgument(): Backend[] {
+  const names = (argument('backends') ?? BACKENDS.join(',')).split(',');
+  for (const name of names) {
+    if (!(BACKENDS as readonly string[]).includes(name))
+      throw new Error(`--backends: unknown backend ${JSON.stringify(name)}; backends: ${BACKENDS.join(', ')}`);
+  }
+  return names as Backend[];
+}
+
+const DECODE_TOKENS = positiveArgument('decode-tokens', 48);
+const SYNCS = positiveArgument('syncs', 3);
 
 /** Tokens/s of `batch` concurrent requests, each decoding DECODE_TOKENS tokens (no stop token). */
 async function decodeRate(provider: InferenceProvider, promptIds: number[], batch: number): Promise<number> {
@@ -41,7 +63,7 @@ async function decodeRate(provider: InferenceProvider, promptIds: number[], batc
   return tokens / ((performance.now() - started) / 1000);
 }
 
-async function benchmarkServer(backend: 'vllm' | 'sglang'): Promise<void> {
+async function benchmarkServer(backend: Backend): Promise<void> {
   const port = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-'));
   const log = path.join(dir, 'model-server.log');
@@ -99,7 +121,7 @@ async function benchmarkTraining(): Promise<void> {
 
 async function main(): Promise<void> {
   process.env.HF_HUB_OFFLINE = '1';
-  for (const backend of ['vllm', 'sglang'] as const) await benchmarkServer(backend);
+  for (const backend of backendsArgument()) await benchmarkServer(backend);
   if (!process.argv.includes('--no-training')) await benchmarkTraining();
 }
 

@@ -66,6 +66,7 @@ function median(values: number[]): number {
 
 async function main(): Promise<void> {
   const turns = Number(argument('turns') ?? 300);
+  if (!Number.isInteger(turns) || turns < 1) throw new Error(`--turns needs a positive integer, got ${JSON.stringify(argument('turns'))}`);
   const parent = argument('dir') ?? path.join(PROJECT_ROOT, '.trajflow');
   await fs.mkdir(parent, { recursive: true });
   const dir = await fs.mkdtemp(path.join(parent, 'bench-storage-'));

@@ -14,7 +14,7 @@
  * Beside each throughput ratio it prints the ratio of this process's CPU time per unit of work,
  * which other load on a shared machine disturbs less than wall-clock throughput.
  *
- *   npx tsc -p tsconfig.json && node dist/bench/tracing.js [--rounds N]   (about 10 min at N = 5)
+ *   npx tsc -p tsconfig.json && node dist/bench/tracing.js [--rounds N] [--groups G]   (about 10 min at N = 5, G = 8)
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -69,6 +69,7 @@ export interface TracingBenchResult {
   engineTokensPerSec: OnOff;
   /** Completion tokens per second of wall time (runs differ in episode lengths, so not trajectories/s). */
   rolloutTokensPerSec: OnOff;
+  trajectoriesPerRun: number;
   /** Turns (model call + env step) per second of wall time. */
   zeroLatencyTurnsPerSec: OnOff;
   /** Trace events per second of wall time in the traced embedded-model rollouts. */
@@ -76,6 +77,9 @@ export interface TracingBenchResult {
   /** Events found in the trace folders of runs with tracing off (must be 0). */
   eventsWhileOff: number;
 }
+
+/** Trajectories per group of the rollout runs. */
+const GROUP_SIZE = 4;
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -173,6 +177,7 @@ async function rolloutOnOff(
   label: string,
   rounds: number,
   unit: 'turns' | 'completionTokens',
+  groups: number,
   provider?: InferenceProvider,
 ): Promise<OnOff & { eventsPerSec: number; eventsWhileOff: number }> {
   const logger = createLogger('bench');
@@ -183,7 +188,7 @@ async function rolloutOnOff(
     env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 8 },
     agent: { maxTurns: 6 },
     sampling: { maxTokens: 12 },
-    rollout: { groups: 8, groupSize: 4, maxConcurrency: 16 },
+    rollout: { groups, groupSize: GROUP_SIZE, maxConcurrency: 16 },
     inference: { maxBatch: 16 },
   });
   const workers = await startWorkers(config, ROLLOUT_ROLES, logger, provider ? { provider } : {});
@@ -228,19 +233,21 @@ async function rolloutOnOff(
   return { ...summarize(runs), eventsPerSec: events / tracedSeconds, eventsWhileOff };
 }
 
-export async function benchmarkTracing(rounds = 5): Promise<TracingBenchResult> {
+/** `groups` of GROUP_SIZE trajectories per rollout run. */
+export async function benchmarkTracing(rounds = 5, groups = 8): Promise<TracingBenchResult> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-tracing-'));
   const recorderUsPerSpan = await recorderCost(dataDir);
   const engineTokensPerSec = await engineOnOff(dataDir, rounds);
   const server = await startDevServer({ dataDir, port: await freePort(), headless: true });
   try {
-    const embedded = await rolloutOnOff(server.address, dataDir, 'embedded', rounds, 'completionTokens');
-    const zero = await rolloutOnOff(server.address, dataDir, 'zero', rounds, 'turns', new ZeroLatencyProvider());
+    const embedded = await rolloutOnOff(server.address, dataDir, 'embedded', rounds, 'completionTokens', groups);
+    const zero = await rolloutOnOff(server.address, dataDir, 'zero', rounds, 'turns', groups, new ZeroLatencyProvider());
     return {
       recorderUsPerSpan,
       engineTokensPerSec,
       rolloutTokensPerSec: embedded,
       zeroLatencyTurnsPerSec: zero,
+      trajectoriesPerRun: groups * GROUP_SIZE,
       rolloutEventsPerSec: embedded.eventsPerSec,
       eventsWhileOff: embedded.eventsWhileOff + zero.eventsWhileOff,
     };
@@ -267,7 +274,12 @@ export function formatTracingBench(r: TracingBenchResult): string {
     `tracing on vs off, alternating runs in one process (target: ratio on/off >= 0.98)`,
     `  recorder: ${r.recorderUsPerSpan.toFixed(2)} us per span recorded and written`,
     row(`batching engine, full batch (${r.engineTokensPerSec.runs.length / 2} runs each)`, 'tokens/s', r.engineTokensPerSec, 0),
-    row(`rollouts through Temporal, embedded model (32 trajectories per run, ${runs} runs each)`, 'completion tokens/s', r.rolloutTokensPerSec, 1),
+    row(
+      `rollouts through Temporal, embedded model (${r.trajectoriesPerRun} trajectories per run, ${runs} runs each)`,
+      'completion tokens/s',
+      r.rolloutTokensPerSec,
+      1,
+    ),
     row(`rollouts through Temporal, zero-latency model: orchestration only (${runs} runs each)`, 'turns/s', r.zeroLatencyTurnsPerSec, 1),
     `  trace volume (embedded-model rollouts): ${r.rolloutEventsPerSec.toFixed(0)} events/s x ${r.recorderUsPerSpan.toFixed(2)} us = ` +
       `${((r.rolloutEventsPerSec * r.recorderUsPerSpan) / 1e4).toFixed(2)}% of one core`,
@@ -276,11 +288,17 @@ export function formatTracingBench(r: TracingBenchResult): string {
 }
 
 if (require.main === module) {
-  const i = process.argv.indexOf('--rounds');
-  const rounds = i > 0 ? Number(process.argv[i + 1]) : 5;
+  const flag = (name: string, fallback: number) => {
+    const i = process.argv.indexOf(name);
+    const value = i > 0 ? Number(process.argv[i + 1]) : fallback;
+    if (!Number.isInteger(value) || value < 1) throw new Error(`${name} needs a positive integer, got ${JSON.stringify(process.argv[i + 1])}`);
+    return value;
+  };
+  const rounds = flag('--rounds', 5);
+  const groups = flag('--groups', 8);
   // runRollout adds its interrupt handlers once per run.
   process.setMaxListeners(100);
-  benchmarkTracing(rounds).then(
+  benchmarkTracing(rounds, groups).then(
     (result) => {
       console.log(formatTracingBench(result));
       // The engine thread and Temporal's native runtime may hold the process open.

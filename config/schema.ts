@@ -119,13 +119,20 @@ export const RewardConfigSchema = z.strictObject({
   formatWeight: z.number().nonnegative().default(0),
 });
 
+/**
+ * Each open group is a child workflow of the rollout controller, and in the worst case every slot
+ * in flight sits in a different group (one straggler each); Temporal refuses more than 2,000
+ * pending children per execution, so slots stay at half of that.
+ */
+const MAX_CONCURRENCY = 1000;
+
 export const RolloutConfigSchema = z.strictObject({
   /** Prompts (distinct environment instances) in this run. */
   groups: positiveInt.default(8),
   /** Trajectories sampled per prompt (G). */
   groupSize: positiveInt.max(256).default(4),
   /** Trajectories in flight at once; a finished one frees its slot at once. */
-  maxConcurrency: positiveInt.max(500).default(32),
+  maxConcurrency: positiveInt.max(MAX_CONCURRENCY).default(32),
 });
 
 export const LossConfigSchema = z.strictObject({

@@ -34,8 +34,8 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   const running: Promise<void>[] = [];
   const searchAttributes = workflowInfo().typedSearchAttributes;
 
-  for (let index = 0; index < groupSize; index++) {
-    await condition(() => granted > index);
+  /** Starts trajectory `index`, follows it to its end and frees its slot. */
+  async function play(index: number): Promise<void> {
     const trajectoryId = trajectoryIdOf(groupId, index);
     const child = await startChild(trajectoryWorkflow, {
       workflowId: trajectoryId,
@@ -47,18 +47,19 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
       ]),
       staticSummary: `trajectory ${index + 1}/${groupSize} of ${groupId}`,
     });
-    running.push(
-      child
-        .result()
-        .then(
-          (summary): TrajectoryOutcome => ({ ok: true, summary }),
-          (err): TrajectoryOutcome => ({ ok: false, trajectoryId, reason: failureReason(err) }),
-        )
-        .then(async (outcome) => {
-          outcomes.push(outcome);
-          await controller.signal(slotFreedSignal, { groupId, trajectoryId });
-        }),
+    const outcome = await child.result().then(
+      (summary): TrajectoryOutcome => ({ ok: true, summary }),
+      (err): TrajectoryOutcome => ({ ok: false, trajectoryId, reason: failureReason(err) }),
     );
+    outcomes.push(outcome);
+    await controller.signal(slotFreedSignal, { groupId, trajectoryId });
+  }
+
+  // Every slot granted so far starts in the same workflow task: a start is not awaited before
+  // the next, which would cost one round trip to the server per trajectory.
+  for (let index = 0; index < groupSize; index++) {
+    await condition(() => granted > index);
+    running.push(play(index));
   }
   await Promise.all(running);
 

@@ -135,18 +135,23 @@ export class RolloutController {
    * Hands out free slots strictly in group order: the oldest group still short of slots gets them,
    * and a new group starts only once every open group has all of its slots. Slots are then granted
    * in trajectory order, which is what makes the staleness bound hold per train batch (the trainer
-   * takes groups in the same order). Slots freed while a grant is being sent are handed out by the
-   * same loop.
+   * takes groups in the same order). Slots freed while the grants are being sent are handed out by
+   * the next call.
    */
   async admit(): Promise<void> {
     const { groupSize } = this.input;
     this.applyPendingSync();
+    // The state is updated as each grant is decided and the signals and starts go out together,
+    // in one workflow task. A group started here took every free slot it could, so none of its
+    // grants can be among them (it would not exist yet to receive one).
+    const sends: Promise<void>[] = [];
     while (this.freeSlots() > 0) {
       const short = Object.entries(this.state.openGroups).find(([, group]) => group.granted < groupSize);
-      if (short) await this.grantToGroup(short[0], Math.min(groupSize - short[1].granted, this.freeSlots()));
-      else if (this.status.groupsStarted < this.state.groupLimit) await this.startGroup();
-      else return;
+      if (short) sends.push(this.grantToGroup(short[0], Math.min(groupSize - short[1].granted, this.freeSlots())));
+      else if (this.status.groupsStarted < this.state.groupLimit) sends.push(this.startGroup());
+      else break;
     }
+    await Promise.all(sends);
   }
 
   /** Whether admission is held back (by the staleness bound or a weight sync) with slots to spare; counted when so. */

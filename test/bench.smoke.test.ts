@@ -1,0 +1,96 @@
+/**
+ * Every benchmark script, run as a user runs it (the built script, in its own process) at a tiny
+ * size, so none can rot unnoticed: each must exit 0 and print its figures. The figures themselves
+ * are not judged here (a benchmark's numbers on a shared 2-core machine say nothing in a test);
+ * the scripts print them beside their targets.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../src/paths';
+
+interface ScriptRun {
+  code: number | null;
+  output: string;
+}
+
+/** Runs `dist/bench/<script>.js` with `args`; resolves with its exit code and everything it printed. */
+function runScript(script: string, args: string[], timeoutMs: number): Promise<ScriptRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist', 'bench', `${script}.js`), ...args], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, HF_HUB_OFFLINE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} ${args.join(' ')} ran past ${timeoutMs} ms; it printed:\n${output}`));
+    }, timeoutMs);
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+/** The script exited 0; returns what it printed (shown in full when it did not). */
+async function expectSuccess(script: string, args: string[], timeoutMs: number): Promise<string> {
+  const run = await runScript(script, args, timeoutMs);
+  if (run.code !== 0) throw new Error(`${script} ${args.join(' ')} exited ${run.code}:\n${run.output}`);
+  return run.output;
+}
+
+const NUMBER = String.raw`\d+(\.\d+)?`;
+
+describe('benchmark scripts at tiny sizes', () => {
+  test('npm run bench: engine batching and orchestration overhead', async () => {
+    const output = await expectSuccess('index', ['--quick'], 120_000);
+    expect(output).toMatch(new RegExp(`batch  4: ${NUMBER} tokens/s`));
+    expect(output).toMatch(new RegExp(`ratio: +${NUMBER}x`));
+    expect(output).toMatch(new RegExp(`through Temporal: median ${NUMBER} ms, p99 ${NUMBER} ms`));
+    expect(output).toMatch(new RegExp(`in-process: +median ${NUMBER} ms`));
+  });
+
+  test('npm run bench:scale, then the FrozenLake move analysis of its stored trajectories', async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-scale-'));
+    const output = await expectSuccess('scale', ['--trajectories', '32', '--concurrency', '16', '--group-size', '8', '--data-dir', dataDir], 120_000);
+    expect(output).toMatch(/finished: +32, failed 0, most in flight at once (1[0-6]|[1-9])\b/);
+    expect(output).toMatch(new RegExp(`schedule-to-start median ${NUMBER} ms, p99 ${NUMBER} ms`));
+    expect(output).toMatch(new RegExp(`per trajectory: +${NUMBER} actions, ${NUMBER} history events`));
+
+    const moves = await expectSuccess('frozenlakeMoves', ['scale', dataDir, '10'], 60_000);
+    // The zero-latency stand-in samples version 0 only: one band holding all 32 episodes.
+    expect(moves).toMatch(/^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d/m);
+  });
+
+  test('npm run bench:storage', async () => {
+    const output = await expectSuccess('storage', ['--turns', '24'], 60_000);
+    expect(output).toMatch(new RegExp(`^ +1 +${NUMBER} /s +${NUMBER} /s +durable is ${NUMBER}x slower`, 'm'));
+    expect(output).toMatch(new RegExp(`^ +16 +${NUMBER} /s +${NUMBER} /s +durable is ${NUMBER}x slower`, 'm'));
+  });
+
+  test('npm run soak: kills of the rollout worker lose and double-train nothing', async () => {
+    // Exits 1 itself when a group was lost or trained twice.
+    const output = await expectSuccess('soak', ['--calm-minutes', '0.3', '--kill-minutes', '0.3', '--every', '6'], 240_000);
+    expect(output).toMatch(/with kills: [\d.]+ trajectories\/s over 18 s, [1-3] SIGKILLs of the rollout worker/);
+    expect(output).toMatch(/groups lost: 0; groups trained twice: 0/);
+    expect(output).toMatch(new RegExp(`throughput with kills / without: ${NUMBER}`));
+  });
+
+  test('node dist/bench/tracing.js', async () => {
+    const output = await expectSuccess('tracing', ['--rounds', '1', '--groups', '1'], 240_000);
+    expect(output).toMatch(new RegExp(`recorder: ${NUMBER} us per span`));
+    expect(output).toMatch(/events written while tracing was off: 0/);
+  });
+
+  test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
+    const output = await expectSuccess('realModel', ['--backends', 'sglang', '--decode-tokens', '4', '--syncs', '1', '--no-training'], 240_000);
+    expect(output).toMatch(new RegExp(`batch 16: ${NUMBER} tokens/s`));
+    expect(output).toMatch(new RegExp(`weight sync from disk: ${NUMBER} s`));
+  });
+});
