@@ -129,7 +129,11 @@ async function main(): Promise<void> {
     console.log(`groups started ${status.groupsStarted}, finished and stored ${stored.size}, trained ${trained.length} (the rest wait for a full batch)`);
     console.log(`groups lost: ${lost}; groups trained twice: ${trainedTwice}`);
     console.log(`model turns sampled again after a kill: ${turnsRedone} (${(turnsRedone / Math.max(1, kills)).toFixed(1)} per kill)`);
-    console.log(`throughput with kills / without: ${(killRate / calmRate).toFixed(2)}`);
+    console.log(
+      calmRate > 0
+        ? `throughput with kills / without: ${(killRate / calmRate).toFixed(2)}`
+        : 'throughput with kills / without: n/a (no trajectory finished in the calm stretch: lengthen --calm-minutes)',
+    );
     if (lost !== 0 || trainedTwice !== 0) process.exitCode = 1;
   } finally {
     await connection.close();

@@ -5,7 +5,7 @@
  * the scripts print them beside their targets.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/paths';
@@ -86,6 +86,27 @@ describe('benchmark scripts at tiny sizes', () => {
     const output = await expectSuccess('tracing', ['--rounds', '1', '--groups', '1'], 240_000);
     expect(output).toMatch(new RegExp(`recorder: ${NUMBER} us per span`));
     expect(output).toMatch(/events written while tracing was off: 0/);
+  });
+
+  test('npm run bench:learning (one seed, two small train steps)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-'));
+    const configFile = path.join(dir, 'tiny.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        dataDir: path.join(dir, 'data'),
+        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
+        agent: { maxTurns: 6, history: 'none' },
+        sampling: { maxTokens: 8 },
+        rollout: { groupSize: 4, maxConcurrency: 8 },
+        trainer: { batchGroups: 1, steps: 2, formatWarmupSteps: 2 },
+        eval: { everySteps: 1, episodes: 2 },
+      }),
+    );
+    const output = await expectSuccess('learning', ['--config', configFile, '--seeds', '7'], 180_000);
+    expect(output).toMatch(/^tiny.json seed 7 #1 \(.+\): 2 steps in \d+ s/m);
+    expect(output).toMatch(/^ +sampled +50% /m);
+    expect(output).toMatch(/^ +held-out 70%: median (\d+ s|never), worst (\d+ s|never) \(reached [01]\/1, held [01]\/1\)/m);
   });
 
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
