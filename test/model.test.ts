@@ -3,11 +3,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRng } from '../src/core/random';
-import { initBackend } from '../src/model/backend';
+import * as tf from '@tensorflow/tfjs-core';
+import { heapAddress, initBackend } from '../src/model/backend';
 import { modelConfig } from '../src/model/config';
 import { KVCache } from '../src/model/kvCache';
 import { sampleToken, samplerParamsProblem } from '../src/model/sampler';
 import { decodeStep, disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
+import { rowMajor, vecMatKernel } from '../src/model/vecMat';
 import { initWeights, loadCheckpoint, saveCheckpoint } from '../src/model/weights';
 
 const config = modelConfig({ maxContext: 256 });
@@ -153,11 +155,15 @@ describe('sampler', () => {
 });
 
 describe('transformer', () => {
-  it('decodes incrementally what the full-sequence forward computes', () => {
+  // The default heads (16 features) and heads of 6, which the attention kernel's SIMD groups of 4
+  // do not divide; prompts of 64 and 61 positions (whole key blocks of 16, or not).
+  it.each([
+    ['4 heads of 16', config, 64],
+    ['2 heads of 6', modelConfig({ maxContext: 256, dModel: 12, nHeads: 2, nLayers: 2, dFF: 24 }), 61],
+  ])('decodes incrementally what the full-sequence forward computes (%s)', (_, config, promptLength) => {
     const weights = toTensorWeights(initWeights(config, 5));
     const rng = createRng(9);
     const ids = Array.from({ length: 140 }, () => Math.floor(rng() * config.vocabSize));
-    const promptLength = 60;
     const logprobOf = (row: Float32Array, token: number) => {
       const max = Math.max(...row);
       return row[token] - max - Math.log(row.reduce((sum, x) => sum + Math.exp(x - max), 0));
@@ -204,6 +210,38 @@ describe('transformer', () => {
     expect([alone.capacity, crowded.capacity]).toEqual([128, 256]);
     expect(crowded.logits).toEqual(alone.logits);
     disposeTensorWeights(weights);
+  });
+
+  it('vecMat computes each column as an in-order float32 sum, row-major or in blocks of 16 columns', () => {
+    const vecMat = vecMatKernel();
+    const rng = createRng(4);
+    const random = (n: number) => tf.tensor1d(Array.from({ length: n }, () => rng() * 2 - 1));
+    // [T, width, blocked]: whole blocks of 16 columns, groups of 4 and single columns; T = 1 too.
+    for (const [T, width, blocked] of [
+      [16, 37, false],
+      [3, 5, false],
+      [1, 4, false],
+      [7, 70, true],
+      [16, 16, true],
+      [6, 3, true],
+    ] as const) {
+      const stride = width + 3; // row-major rows longer than the columns read
+      const blocks = Math.ceil(width / 16);
+      const at = (t: number, i: number) => (blocked ? (Math.floor(i / 16) * T + t) * 16 + (i % 16) : t * stride + i);
+      const [a, M, bias, out] = [random(T), random(blocked ? blocks * T * 16 : T * stride), random(width), tf.fill([width + 2], 7)];
+      const [A, MM, b] = [a.dataSync(), M.dataSync(), bias.dataSync()];
+      for (const withBias of [false, true]) {
+        const [rowBytes, blockBytes] = blocked ? [64, 64 * T] : rowMajor(stride);
+        vecMat(heapAddress(a), T, heapAddress(M), rowBytes, blockBytes, withBias ? heapAddress(bias) : 0, heapAddress(out), width);
+        const expected = Array.from({ length: width }, (_, i) => {
+          let sum = 0;
+          for (let t = 0; t < T; t++) sum = Math.fround(sum + Math.fround(A[t] * MM[at(t, i)]));
+          return withBias ? Math.fround(sum + b[i]) : sum;
+        });
+        expect(Array.from(out.dataSync())).toEqual([...expected, 7, 7]);
+      }
+      tf.dispose([a, M, bias, out]);
+    }
   });
 
   it('rejects tokens outside the vocabulary and sequences beyond the context', () => {

@@ -30,3 +30,11 @@ export function heapView(tensor: tf.Tensor): Float32Array {
   if (tensor.dtype !== 'float32') throw new Error(`heapView needs a float32 tensor, got ${tensor.dtype}`);
   return backend.typedArrayFromHeap(tensor) as Float32Array;
 }
+
+/**
+ * Where a float32 tensor's data starts on the wasm heap, in bytes, for kernels that share the heap
+ * (see vecMat.ts). Valid while the tensor lives: heap growth moves no data.
+ */
+export function heapAddress(tensor: tf.Tensor): number {
+  return heapView(tensor).byteOffset;
+}

@@ -1,12 +1,19 @@
 /**
  * Keys and values of every running sequence, one batch row per sequence, for incremental decoding.
  *
- * Layout, per layer: keys [R, C, D] and transposed values [R, H, headDim, C], for R rows and a
- * capacity C that is a multiple of CHUNK. Each row is left-aligned: position p of its sequence is
- * column p, and the columns past the row's length hold zeros (and are masked). So a row's attention
- * reads its own columns followed by masked zeros, whatever the other rows hold and whatever C is;
- * that is what makes batched decoding reproduce unbatched decoding bit for bit (see transformer.ts).
- * A free row keeps whatever its last sequence left; it decodes a dummy token nobody reads.
+ * Layout, per layer, for R rows, H heads of hd features and a capacity of C positions (a multiple
+ * of CHUNK): keys [R, H, C/16, hd, 16] and values [R, H, C, hd]. So each (row, head) owns a region
+ * of C hd floats in either tensor, where its position p is
+ *
+ *   keys:   key feature j at   (floor(p / 16) hd + j) 16 + p mod 16   (blocks of 16 positions, transposed)
+ *   values: value feature j at p hd + j                                (row-major)
+ *
+ * whatever C is: the two products of cached attention (see `cachedAttention` in transformer.ts)
+ * then stream through the region's start, and a capacity change copies each region's filled
+ * prefix as it is. Attention reads a row's filled positions only, never the ones past its length
+ * nor any other row: that is what makes batched decoding reproduce unbatched decoding bit for bit,
+ * whatever C is. A free row keeps whatever its last sequence left; it decodes a dummy token nobody
+ * reads.
  *
  * A finished sequence only frees its row; a joining one takes a free row and its prompt's keys and
  * values are written there in place. The tensors are reallocated (copying the rows in use) only
@@ -17,16 +24,50 @@ import * as tf from '@tensorflow/tfjs-core';
 import { heapView } from './backend';
 import { headDim, type ModelConfig } from './config';
 
-/** Capacity grows and shrinks in steps of this many positions. */
+/** Capacity grows and shrinks in steps of this many positions (a multiple of KEY_BLOCK). */
 export const CHUNK = 64;
+/** Positions per block of the keys' layout: the columns vecMat takes at once (see vecMat.ts). */
+export const KEY_BLOCK = 16;
 const FREE = -1;
 
-/** A sequence's keys and values for its first `length` positions, per layer [length, D] row-major. */
+/**
+ * Within a (row, head) region: where feature 0 of position p's key is (feature j follows at
+ * + j KEY_BLOCK), and where its value is (feature j at + j).
+ */
+const keyAt = (p: number, hd: number) => (p - (p % KEY_BLOCK)) * hd + (p % KEY_BLOCK);
+const valueAt = (p: number, hd: number) => p * hd;
+
+/**
+ * A sequence's keys and values for its first `length` positions, per layer already laid out as its
+ * row of the cache (see `rowLayout`): keys [H, ceil(length/16), hd, 16], values [H, length, hd].
+ */
 export interface SequenceKV {
   length: number;
   keys: Float32Array[];
   values: Float32Array[];
 }
+
+/**
+ * One layer's keys and values of a whole sequence, k and v [T, D], as a row of the cache: keys
+ * [H, ceil(T/16), hd, 16] (zero-padded to whole blocks), values [H, T, hd]. Tensor ops, for the
+ * prefill: tf's transposes move the floats for less than a loop over them does when seating.
+ */
+export function rowLayout(k: tf.Tensor, v: tf.Tensor, config: ModelConfig): { keys: tf.Tensor; values: tf.Tensor } {
+  const [T, H, hd] = [k.shape[0], config.nHeads, headDim(config)];
+  const blocks = Math.ceil(T / KEY_BLOCK);
+  // k[t, h*hd + j] -> keys[h, floor(t/16), j, t mod 16]
+  const padded = tf.pad(k, [
+    [0, blocks * KEY_BLOCK - T],
+    [0, 0],
+  ]);
+  const keys = tf.transpose(tf.reshape(padded, [blocks, KEY_BLOCK, H, hd]), [2, 0, 3, 1]);
+  // v[t, h*hd + j] -> values[h, t, j]
+  const values = tf.transpose(tf.reshape(v, [T, H, hd]), [1, 0, 2]);
+  return { keys, values };
+}
+
+/** Floats of a region's key blocks that hold `length` positions. */
+const keyFloats = (length: number, hd: number) => Math.ceil(length / KEY_BLOCK) * KEY_BLOCK * hd;
 
 export class KVCache {
   /** Sequence id seated in each row, or FREE. */
@@ -35,8 +76,8 @@ export class KVCache {
   /** Per row: positions filled, which is also the position of the row's next token (0 if free). */
   private rowLengths = new Int32Array(0);
   private columns = 0;
-  private keys: tf.Tensor3D[] = [];
-  private valuesT: tf.Tensor4D[] = [];
+  private keys: tf.Tensor5D[] = [];
+  private values: tf.Tensor4D[] = [];
   /** Prompts prefilled but not yet seated. */
   private readonly staged = new Map<number, SequenceKV>();
 
@@ -62,12 +103,14 @@ export class KVCache {
     return row;
   }
 
-  layerKeys(layer: number): tf.Tensor3D {
+  /** [R, H, C/16, hd, 16]: keys[r, h, floor(p/16), j, p mod 16] is feature h*hd + j of row r's key at position p. */
+  layerKeys(layer: number): tf.Tensor5D {
     return this.keys[layer];
   }
 
-  layerValuesT(layer: number): tf.Tensor4D {
-    return this.valuesT[layer];
+  /** [R, H, C, hd]: values[r, h, p, j] is feature h*hd + j of row r's value at position p. */
+  layerValues(layer: number): tf.Tensor4D {
+    return this.values[layer];
   }
 
   /** Holds a prefilled prompt until its sequence is seated by the next `arrange`. */
@@ -102,17 +145,30 @@ export class KVCache {
 
   /** Writes this step's keys and values (columns D..3D of each row of `qkv` [R, 3D]) at each seated row's position. */
   write(layer: number, qkv: Float32Array): void {
-    const D = this.config.dModel;
-    const C = this.columns;
+    const { dModel: D, nHeads: H } = this.config;
+    const hd = headDim(this.config);
     const keys = heapView(this.keys[layer]);
-    const valuesT = heapView(this.valuesT[layer]);
+    const values = heapView(this.values[layer]);
     this.rowIds.forEach((id, row) => {
       if (id === FREE) return;
-      const position = this.rowLengths[row];
-      const k = row * 3 * D + D;
-      keys.set(qkv.subarray(k, k + D), (row * C + position) * D);
-      for (let f = 0; f < D; f++) valuesT[(row * D + f) * C + position] = qkv[k + D + f];
+      const p = this.rowLengths[row];
+      const k = row * 3 * D + D; // this row's key in qkv; its value follows
+      for (let h = 0; h < H; h++) {
+        const region = this.region(row, h);
+        const key = region + keyAt(p, hd);
+        const value = region + valueAt(p, hd);
+        const from = k + h * hd;
+        for (let j = 0; j < hd; j++) {
+          keys[key + j * KEY_BLOCK] = qkv[from + j];
+          values[value + j] = qkv[from + D + j];
+        }
+      }
     });
+  }
+
+  /** Where (row, head)'s region starts in a layer's keys or values, in floats. */
+  region(row: number, head: number): number {
+    return (row * this.config.nHeads + head) * this.columns * headDim(this.config);
   }
 
   /** Every seated row now holds one more position (call after all layers wrote theirs). */
@@ -123,9 +179,9 @@ export class KVCache {
   }
 
   dispose(): void {
-    tf.dispose([...this.keys, ...this.valuesT]);
+    tf.dispose([...this.keys, ...this.values]);
     this.keys = [];
-    this.valuesT = [];
+    this.values = [];
     this.rowIds = [];
     this.rowOfId.clear();
     this.rowLengths = new Int32Array(0);
@@ -139,21 +195,18 @@ export class KVCache {
     this.rowLengths[row] = 0;
   }
 
-  /** Writes staged sequence `id`'s prompt into free `row`, zeroing the columns after it. */
+  /** Writes staged sequence `id`'s prompt into free `row` (what lies after it is never read). */
   private seat(id: number, row: number): void {
     const prompt = this.staged.get(id)!;
-    const D = this.config.dModel;
-    const C = this.columns;
-    for (let layer = 0; layer < this.config.nLayers; layer++) {
-      const keys = heapView(this.keys[layer]);
-      const valuesT = heapView(this.valuesT[layer]);
-      keys.set(prompt.keys[layer], row * C * D);
-      keys.fill(0, (row * C + prompt.length) * D, (row + 1) * C * D);
-      const v = prompt.values[layer];
-      for (let f = 0; f < D; f++) {
-        const start = (row * D + f) * C;
-        for (let p = 0; p < prompt.length; p++) valuesT[start + p] = v[p * D + f];
-        valuesT.fill(0, start + prompt.length, start + C);
+    const { nHeads: H, nLayers } = this.config;
+    const hd = headDim(this.config);
+    const [keyBlocks, valueRows] = [keyFloats(prompt.length, hd), prompt.length * hd];
+    for (let layer = 0; layer < nLayers; layer++) {
+      const [keys, values] = [heapView(this.keys[layer]), heapView(this.values[layer])];
+      const [k, v] = [prompt.keys[layer], prompt.values[layer]];
+      for (let h = 0; h < H; h++) {
+        keys.set(k.subarray(h * keyBlocks, (h + 1) * keyBlocks), this.region(row, h));
+        values.set(v.subarray(h * valueRows, (h + 1) * valueRows), this.region(row, h));
       }
     }
     this.staged.delete(id);
@@ -164,29 +217,31 @@ export class KVCache {
 
   /** New tensors with one row per id, in order, and `columns` columns; seated rows are copied over. */
   private reallocate(ids: readonly number[], columns: number): void {
-    const { nLayers, nHeads, dModel: D } = this.config;
+    const { nLayers, nHeads: H } = this.config;
+    const hd = headDim(this.config);
     const R = ids.length;
-    const keys = Array.from({ length: nLayers }, () => tf.fill([R, columns, D], 0) as tf.Tensor3D);
-    const valuesT = Array.from({ length: nLayers }, () => tf.fill([R, nHeads, headDim(this.config), columns], 0) as tf.Tensor4D);
+    const keys = Array.from({ length: nLayers }, () => tf.fill([R, H, columns / KEY_BLOCK, hd, KEY_BLOCK], 0) as tf.Tensor5D);
+    const values = Array.from({ length: nLayers }, () => tf.fill([R, H, columns, hd], 0) as tf.Tensor4D);
     const oldRows = ids.map((id) => this.rowOfId.get(id));
     const lengths = Int32Array.from(oldRows, (old) => (old === undefined ? 0 : this.rowLengths[old]));
-    // Allocation is done: heap views stay valid from here on.
+    // Allocation is done: heap views stay valid from here on. A region's filled prefix is laid out
+    // the same whatever the capacity: copy it as it is (keys up to the end of their last block).
+    const [oldRegion, newRegion] = [this.columns * hd, columns * hd];
     for (let layer = 0; layer < this.keys.length; layer++) {
       const [fromK, toK] = [heapView(this.keys[layer]), heapView(keys[layer])];
-      const [fromV, toV] = [heapView(this.valuesT[layer]), heapView(valuesT[layer])];
+      const [fromV, toV] = [heapView(this.values[layer]), heapView(values[layer])];
       oldRows.forEach((old, row) => {
         if (old === undefined) return;
-        const length = lengths[row];
-        toK.set(fromK.subarray(old * this.columns * D, (old * this.columns + length) * D), row * columns * D);
-        for (let f = 0; f < D; f++) {
-          const start = (old * D + f) * this.columns;
-          toV.set(fromV.subarray(start, start + length), (row * D + f) * columns);
+        for (let h = 0; h < H; h++) {
+          const [from, to] = [(old * H + h) * oldRegion, (row * H + h) * newRegion];
+          toK.set(fromK.subarray(from, from + keyFloats(lengths[row], hd)), to);
+          toV.set(fromV.subarray(from, from + lengths[row] * hd), to);
         }
       });
     }
-    tf.dispose([...this.keys, ...this.valuesT]);
+    tf.dispose([...this.keys, ...this.values]);
     this.keys = keys;
-    this.valuesT = valuesT;
+    this.values = values;
     this.columns = columns;
     this.rowIds = ids.map((id, row) => (oldRows[row] === undefined ? FREE : id));
     this.rowLengths = lengths;

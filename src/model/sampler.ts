@@ -26,6 +26,9 @@ export function samplerParamsProblem({ temperature, topP }: SamplerParams): stri
   return undefined;
 }
 
+/** The weights of the last sampleToken call: reused, as the engine samples every row of every step. */
+let scratch = new Float64Array(0);
+
 /** Samples with `uniform`, one draw in [0, 1) from the request's own random stream. */
 export function sampleToken(logits: ArrayLike<number>, { temperature, topP }: SamplerParams, uniform: number): Sample {
   const vocab = logits.length;
@@ -33,7 +36,8 @@ export function sampleToken(logits: ArrayLike<number>, { temperature, topP }: Sa
   for (let i = 0; i < vocab; i++) if (logits[i] > maxLogit) maxLogit = logits[i];
   // z = logits / T;  w_i = exp(z_i - max z);  p_i = w_i / sum_j w_j;  log p_i = z_i - max z - log sum_j w_j
   const maxZ = maxLogit / temperature;
-  const weights = new Float64Array(vocab);
+  if (scratch.length < vocab) scratch = new Float64Array(vocab);
+  const weights = scratch.subarray(0, vocab);
   let total = 0;
   for (let i = 0; i < vocab; i++) {
     weights[i] = Math.exp(logits[i] / temperature - maxZ);

@@ -13,13 +13,15 @@
  * - full sequence (`tokenLogprobs`, `targetLogprobs`, `prefill`): ops that all have gradients on wasm,
  *   for the trainer;
  * - incremental (`decodeStep`): one new token per running sequence against a KVCache, for the engine.
- *   Its op count does not depend on the batch size, and every op is row-independent, so a sequence's
- *   logits are bit-identical whatever else is in the batch.
+ *   Its op count does not depend on the batch size, every op is row-independent, and attention
+ *   reads each row's own cache alone, so a sequence's logits are bit-identical whatever else is in
+ *   the batch.
  */
 import * as tf from '@tensorflow/tfjs-core';
-import { heapView } from './backend';
+import { heapAddress, heapView } from './backend';
 import { headDim, type ModelConfig } from './config';
-import type { KVCache, SequenceKV } from './kvCache';
+import { KEY_BLOCK, rowLayout, type KVCache, type SequenceKV } from './kvCache';
+import { rowMajor, vecMatKernel } from './vecMat';
 import { layerParam, parameterSpecs, type ModelWeights } from './weights';
 
 /** Weights as tensors (tf.Variables work too, for training). */
@@ -31,8 +33,6 @@ export interface TensorWeights {
 const LAYER_NORM_EPSILON = 1e-5;
 /** Added to the score of a position a query may not attend to: exp(MASKED - max) is exactly 0. */
 const MASKED = -1e9;
-/** Columns per partial sum in cached attention; must divide the cache's CHUNK. */
-const SUM_BLOCK = 16;
 
 export function toTensorWeights({ config, params }: ModelWeights): TensorWeights {
   const tensors: Record<string, tf.Tensor> = {};
@@ -90,13 +90,17 @@ export function sequenceLogprobs(weights: TensorWeights, ids: readonly number[],
   return values;
 }
 
-/** Runs a prompt through the model: next-token logits after its last token, and its keys and values. */
+/**
+ * Runs a prompt through the model: next-token logits after its last token, and its keys and values
+ * laid out as a row of the KV cache.
+ */
 export function prefill(weights: TensorWeights, ids: readonly number[]): { logits: Float32Array; kv: SequenceKV } {
   const { dModel } = weights.config;
   const outputs = tf.tidy(() => {
     const { hidden, keys, values } = forwardSequence(weights, ids);
     const last = tf.slice(hidden, [ids.length - 1, 0], [1, dModel]);
-    return { logits: tf.matMul(last, param(weights, 'head')), keys, values };
+    const rows = keys.map((k, l) => rowLayout(k, values[l], weights.config));
+    return { logits: tf.matMul(last, param(weights, 'head')), keys: rows.map((row) => row.keys), values: rows.map((row) => row.values) };
   });
   const read = (t: tf.Tensor) => t.dataSync() as Float32Array;
   const result = {
@@ -114,12 +118,12 @@ export function prefill(weights: TensorWeights, ids: readonly number[]): { logit
  */
 export function decodeStep(weights: TensorWeights, cache: KVCache, tokens: Int32Array): Float32Array {
   const { config } = weights;
-  const { dModel: D, nLayers, vocabSize } = config;
+  const { dModel: D, nLayers, nHeads, maxContext, vocabSize } = config;
   const B = cache.rows;
   if (tokens.length !== B) throw new Error(`decodeStep got ${tokens.length} tokens for ${B} cache rows`);
   const logits = tf.tidy(() => {
     let x: tf.Tensor = tf.tensor2d(embedRows(weights, tokens, cache.lengths), [B, D]);
-    const maskBias = attentionMask(cache, config.nHeads);
+    const alibi = tf.tensor2d(reversedAlibi(nHeads, maxContext), [nHeads, maxContext]);
     for (let l = 0; l < nLayers; l++) {
       const p = (name: string) => param(weights, layerParam(l, name));
       const qkv = tf.matMul(layerNorm(x, p('ln1.gain'), p('ln1.bias')), p('attn.wqkv'));
@@ -127,8 +131,8 @@ export function decodeStep(weights: TensorWeights, cache: KVCache, tokens: Int32
       // queries (scaled), which is cheaper than tf's slice kernel on wasm.
       const host = qkv.dataSync() as Float32Array;
       cache.write(l, host);
-      const queries = tf.tensor3d(scaledQueries(host, B, config), [B, 1, D]);
-      const attended = cachedAttention(queries, cache.layerKeys(l), cache.layerValuesT(l), maskBias, config);
+      const queries = tf.tensor2d(scaledQueries(host, B, config), [B, D]);
+      const attended = cachedAttention(queries, cache, l, alibi, config);
       x = tf.add(x, tf.matMul(attended, p('attn.wo')));
       x = tf.add(x, mlp(weights, l, x));
     }
@@ -158,10 +162,13 @@ function embedRows(weights: TensorWeights, tokens: Int32Array, positions: Readon
   return x;
 }
 
-/** The query columns (0..D-1) of each row of qkv [B, 3D], times 1/sqrt(headDim). */
+/**
+ * The query columns (0..D-1) of each row of qkv [B, 3D], times 1/sqrt(headDim) as a float32, the
+ * product rounded to float32: what `causalAttention`'s tf.mul computes.
+ */
 function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float32Array {
   const D = config.dModel;
-  const scale = 1 / Math.sqrt(headDim(config));
+  const scale = Math.fround(1 / Math.sqrt(headDim(config)));
   const q = new Float32Array(B * D);
   for (let row = 0; row < B; row++) {
     for (let f = 0; f < D; f++) q[row * D + f] = qkv[row * 3 * D + f] * scale;
@@ -250,29 +257,50 @@ function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, masks: readon
 }
 
 /**
- * The same attention for one new query per row against the cache: queries [B, 1, D] (already
- * scaled by 1/sqrt(hd)), keys [B, C, D], valuesT [B, H, hd, C], maskBias [B, H, C] -> [B, D].
- * Built from elementwise ops and innermost-axis reductions (wasm's batched matMul is a slow scalar
- * loop), each computing row b from row b alone. Reductions over the C axis only ever append
- * trailing zeros (masked or empty columns), which leave the sums unchanged, so a row's result does
- * not depend on the capacity either.
+ * The same attention for one new query per row against the cache, row r's query at position
+ * p_r = cache.lengths[r] (its keys and values already written there): queries [B, D] (already
+ * scaled by 1/sqrt(hd)) -> [B, D]. For each row r and head h, over the positions c <= p_r alone:
+ *
+ *   S[r, h, c] = q_rh . k_rhc + alibi_h(p_r - c)             (MASKED for c > p_r)
+ *   out_rh     = sum_{c <= p_r} softmax_c(S[r, h])[c] v_rhc   (columns h*hd .. (h+1)*hd-1 of out)
+ *
+ * Both sums are vector-matrix products by `vecMat` (WebAssembly SIMD on tfjs's heap) over the
+ * (row, head)'s own region of the cache, in place: the scores as q_rh [1, hd] times its keys
+ * [hd, p_r + 1] (transposed, in blocks of 16 positions), the output as its probabilities
+ * [1, p_r + 1] times its values [p_r + 1, hd]. Row r's result is computed from row r alone and
+ * never reads past its own length, so it depends neither on the rest of the batch nor on the
+ * capacity C; the softmax (tf's, over each row's C columns) gives the masked ones exactly 0, which
+ * leave its normalizing sum as it is.
  */
-function cachedAttention(queries: tf.Tensor, keys: tf.Tensor3D, valuesT: tf.Tensor4D, maskBias: tf.Tensor, config: ModelConfig): tf.Tensor {
-  const { nHeads: H, dModel: D } = config;
+function cachedAttention(queries: tf.Tensor, cache: KVCache, layer: number, alibi: tf.Tensor, config: ModelConfig): tf.Tensor {
+  const { nHeads: H, dModel: D, maxContext } = config;
   const hd = headDim(config);
-  const [B, C] = keys.shape;
-  if (C % SUM_BLOCK !== 0) throw new Error(`cache capacity ${C} is not a multiple of ${SUM_BLOCK}`);
-  // scores[b, h, c] = sum_j q[b, h*hd + j] keys[b, c, h*hd + j]
-  const products = tf.mul(queries, keys);
-  const scores = tf.transpose(tf.sum(tf.reshape(products, [B, C, H, hd]), -1), [0, 2, 1]); // [B, H, C]
-  const probs = tf.softmax(tf.add(scores, maskBias));
-  // out[b, h*hd + j] = sum_c probs[b, h, c] valuesT[b, h, j, c], summed over blocks of SUM_BLOCK
-  // columns, then over the blocks: wasm's Sum is a sequential loop, latency-bound on long rows, and
-  // this is ~2x faster than one long sum. Block edges are fixed columns, so the order of additions
-  // is the same for every capacity.
-  const weighted = tf.mul(tf.reshape(probs, [B, H, 1, C]), valuesT);
-  const out = tf.sum(tf.sum(tf.reshape(weighted, [B, H, hd, C / SUM_BLOCK, SUM_BLOCK]), -1), -1); // [B, H, hd]
-  return tf.reshape(out, [B, D]);
+  const [B, C] = [cache.rows, cache.capacity];
+  const vecMat = vecMatKernel();
+  const scores = tf.fill([B, H, C], MASKED);
+  const attended = tf.zeros([B, D]);
+  // Byte addresses on the wasm heap (see `heapAddress`).
+  const [q, keys, bias, s] = [queries, cache.layerKeys(layer), alibi, scores].map(heapAddress);
+  // Keys: a block of KEY_BLOCK = 16 positions holds feature j in its row j (64 bytes).
+  const [keyRowBytes, keyBlockBytes] = [4 * KEY_BLOCK, 4 * KEY_BLOCK * hd];
+  cache.lengths.forEach((p, r) => {
+    for (let h = 0; h < H; h++) {
+      const rh = r * H + h;
+      // S[r, h, 0..p] = q_rh [1, hd] x keys_rh [hd, p + 1] + alibi[h, maxContext-1-p ..]
+      const alibiRow = bias + 4 * (h * maxContext + maxContext - 1 - p);
+      vecMat(q + 4 * rh * hd, hd, keys + 4 * cache.region(r, h), keyRowBytes, keyBlockBytes, alibiRow, s + 4 * rh * C, p + 1);
+    }
+  });
+  const probs = tf.softmax(scores);
+  const [probsAt, values, out] = [probs, cache.layerValues(layer), attended].map(heapAddress);
+  cache.lengths.forEach((p, r) => {
+    for (let h = 0; h < H; h++) {
+      const rh = r * H + h;
+      // out_rh = probs[r, h, 0..p] [1, p + 1] x values_rh [p + 1, hd]
+      vecMat(probsAt + 4 * rh * C, p + 1, values + 4 * cache.region(r, h), ...rowMajor(hd), 0, out + 4 * rh * hd, hd);
+    }
+  });
+  return attended;
 }
 
 /**
@@ -300,18 +328,24 @@ function causalMasks(queries: readonly number[], T: number, nHeads: number): tf.
 }
 
 /**
- * [B, H, C]: each row's biases over the cache columns, its query at the position written this
- * step; the same values as `causalMasks` gives that position, so both paths score alike.
+ * [nHeads, maxContext], head h's row holding -slope_h * (maxContext - 1 - i) at column i: the ALiBi
+ * biases of keys maxContext-1, ..., 1, 0 tokens back, so that a query at position p finds its keys'
+ * biases for columns 0..p ascending from column maxContext-1-p. The same float32 values as
+ * `fillBiasRow`, so both paths score alike. Computed once per shape.
  */
-function attentionMask(cache: KVCache, nHeads: number): tf.Tensor {
-  const C = cache.capacity;
-  const slopes = alibiSlopes(nHeads);
-  const bias = new Float32Array(cache.rows * nHeads * C);
-  cache.lengths.forEach((position, row) => {
-    slopes.forEach((slope, h) => fillBiasRow(bias.subarray((row * nHeads + h) * C, (row * nHeads + h + 1) * C), slope, position));
-  });
-  return tf.tensor3d(bias, [cache.rows, nHeads, C]);
+function reversedAlibi(nHeads: number, maxContext: number): Float32Array {
+  const key = `${nHeads}/${maxContext}`;
+  let table = reversedAlibiTables.get(key);
+  if (!table) {
+    table = new Float32Array(nHeads * maxContext);
+    alibiSlopes(nHeads).forEach((slope, h) => {
+      for (let i = 0; i < maxContext; i++) table![h * maxContext + i] = -slope * (maxContext - 1 - i);
+    });
+    reversedAlibiTables.set(key, table);
+  }
+  return table;
 }
+const reversedAlibiTables = new Map<string, Float32Array>();
 
 /** A sequence `tokenLogprobs` can score: at least one target, all in range, a usable temperature. */
 function assertScorable(config: ModelConfig, ids: readonly number[], temperature: number): void {
