@@ -9,6 +9,7 @@ import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { SamplingConfig } from '../config/schema';
 import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';
+import { parseGroupOrTrajectoryId } from '../src/core/ids';
 import { hashString } from '../src/core/random';
 import type { Compatibility } from '../src/core/compatibility';
 import type { TurnRecord } from '../src/core/records';
@@ -83,9 +84,14 @@ function toOutput(record: TurnRecord): GenerateOutput {
   };
 }
 
-/** Same (run seed, trajectory, turn) gives the same sampling stream, so a retry resamples identically. */
+/**
+ * Same (run seed, trajectory's place in its run, turn) gives the same sampling stream: a retry
+ * resamples identically, and two runs of one config and seed sample alike whatever their run ids.
+ */
 export function samplingSeed(runSeed: number, trajectoryId: string, turn: number): number {
-  return hashString(`${runSeed}/${trajectoryId}/${turn}`);
+  const place = parseGroupOrTrajectoryId(trajectoryId);
+  const key = place?.trajectoryIndex === undefined ? trajectoryId : `g${place.groupIndex}/t${place.trajectoryIndex}`;
+  return hashString(`${runSeed}/${key}/${turn}`);
 }
 
 export function createInferenceActivities({ provider, store, checkpoints, chat, maxContext, compatibility, logger }: InferenceDeps) {
