@@ -1,0 +1,67 @@
+/**
+ * One episode as workflows/trajectory.ts plays it, minus Temporal: the same activity functions
+ * in the same order (open the session, per turn generate then hand the answer to the session,
+ * close, score, record), called in-process inside a mock activity context (heartbeats and
+ * cancellation signals need one), with the workflow's own tally of the episode.
+ */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { createEnvActivities, createSessionActivities } from '../../activities/environment';
+import type { InferenceActivities } from '../../activities/inference';
+import { sessionIdOf } from '../../src/core/ids';
+import type { TrajectorySummary } from '../../src/core/records';
+import { EpisodeTally } from '../../workflows/trajectory/tally';
+import type { TrajectoryInput } from '../../workflows/types';
+
+export interface InProcessActivities {
+  env: ReturnType<typeof createEnvActivities>;
+  session: ReturnType<typeof createSessionActivities>;
+  inference: InferenceActivities;
+}
+
+export async function playInProcess({ env, session, inference }: InProcessActivities, input: TrajectoryInput): Promise<TrajectorySummary> {
+  const { runId, trajectoryId } = input;
+  const context = new MockActivityEnvironment();
+  const call = <T>(fn: () => Promise<T>): Promise<T> => context.run(fn) as Promise<T>;
+  const tally = new EpisodeTally(input);
+  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
+  const sessionId = sessionIdOf(trajectoryId, 0);
+  const opened = await call(() =>
+    env.openSession({ sessionId, runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: [], compatibility: input.compatibility }),
+  );
+  let environmentMs = opened.activityMs;
+  let next = opened.next;
+  try {
+    while (tally.turns < input.agent.maxTurns) {
+      const turn = tally.turns;
+      const reply = await call(() =>
+        inference.generate({
+          runId,
+          runSeed: input.runSeed,
+          trajectoryId,
+          turn,
+          messages: next.messages,
+          ...(turn > 0 && next.freshContext ? { freshContext: true } : {}),
+          sampling: input.sampling,
+          policy,
+          compatibility: input.compatibility,
+        }),
+      );
+      if (reply.completionTokens === 0 && reply.finishReason === 'context') {
+        tally.end('max_context', `context full (${reply.contextTokens} tokens) before turn ${turn}`);
+        break;
+      }
+      tally.generated(reply);
+      const outcome = await call(() => session.sessionTurn({ sessionId, turn, text: reply.text }));
+      environmentMs += outcome.activityMs;
+      if (tally.answered(outcome) === 'ended') break;
+      next = outcome.next!;
+    }
+  } finally {
+    await call(() => session.closeSession({ sessionId }));
+  }
+  const { envReturn, turns, invalidActions } = tally;
+  const reward = await call(() => env.computeReward({ envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight }));
+  const summary = tally.summary(reward, 0, environmentMs);
+  await call(() => env.recordTrajectory(summary));
+  return summary;
+}

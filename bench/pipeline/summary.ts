@@ -1,0 +1,95 @@
+/** Per-configuration means over the rounds, and the targets checked against them. */
+import {
+  FIXED_IN_PROCESS,
+  FIXED_TEMPORAL,
+  IN_PROCESS_ETA0,
+  IN_PROCESS_ETA1,
+  IN_PROCESS_ETA2,
+  SLOW_TRAINER,
+  STREAM_ETA0,
+  STREAM_ETA1,
+  STREAM_ETA2,
+  SYNCHRONOUS,
+  type RunSpec,
+} from './configurations';
+import type { RunMeasurement } from './measurement';
+
+export interface ConfigurationSummary {
+  spec: RunSpec;
+  runs: RunMeasurement[];
+  trajectoriesPerSecond: number;
+  trainedTokensPerSecond: number;
+  engineBusyFraction: number;
+  trainerIdleFraction: number;
+  /** Trained tokens by staleness, over all rounds. */
+  staleness: Record<string, number>;
+  stalenessMax: number;
+  processCpuMsPerTrajectory: number;
+  serverCpuMsPerTrajectory?: number;
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+export function summarize(specs: readonly RunSpec[], runs: readonly RunMeasurement[]): ConfigurationSummary[] {
+  return specs.map((spec) => {
+    const own = runs.filter((r) => r.spec.key === spec.key);
+    const staleness: Record<string, number> = {};
+    for (const run of own) for (const [lag, count] of Object.entries(run.staleness)) staleness[lag] = (staleness[lag] ?? 0) + count;
+    return {
+      spec,
+      runs: own,
+      trajectoriesPerSecond: mean(own.map((r) => r.trajectoriesPerSecond)),
+      trainedTokensPerSecond: mean(own.map((r) => r.trainedTokensPerSecond)),
+      engineBusyFraction: mean(own.map((r) => r.engineBusyFraction)),
+      trainerIdleFraction: mean(own.map((r) => r.trainerIdleFraction)),
+      staleness,
+      stalenessMax: Math.max(0, ...own.map((r) => r.stalenessMax)),
+      processCpuMsPerTrajectory: mean(own.map((r) => r.processCpuMsPerTrajectory)),
+      ...(own.every((r) => r.serverCpuMsPerTrajectory !== undefined) ? { serverCpuMsPerTrajectory: mean(own.map((r) => r.serverCpuMsPerTrajectory!)) } : {}),
+    };
+  });
+}
+
+export interface TargetCheck {
+  name: string;
+  measured: number;
+  target: number;
+  /** Whether the measured figure must be at least or at most the target. */
+  atLeast: boolean;
+  unit: 'x' | '%';
+  met: boolean;
+}
+
+/** Informational ratios, no target. */
+export interface Comparison {
+  name: string;
+  ratio: number;
+}
+
+function check(name: string, measured: number, target: number, atLeast: boolean, unit: TargetCheck['unit']): TargetCheck {
+  return { name, measured, target, atLeast, unit, met: atLeast ? measured >= target : measured <= target };
+}
+
+export function checkTargets(configurations: readonly ConfigurationSummary[]): TargetCheck[] {
+  const of = (spec: RunSpec) => configurations.find((c) => c.spec.key === spec.key)!;
+  const throughputRatio = (a: RunSpec, b: RunSpec) => of(a).trajectoriesPerSecond / of(b).trajectoriesPerSecond;
+  return [
+    check('streaming eta=1 / synchronous throughput', throughputRatio(STREAM_ETA1, SYNCHRONOUS), 3, true, 'x'),
+    check('streaming eta=2 / synchronous throughput', throughputRatio(STREAM_ETA2, SYNCHRONOUS), 3, true, 'x'),
+    check('Temporal / in-process throughput, fixed-latency model', throughputRatio(FIXED_TEMPORAL, FIXED_IN_PROCESS), 0.95, true, 'x'),
+    check('rollout-bound (fast trainer) engine busy, eta=1', 100 * of(STREAM_ETA1).engineBusyFraction, 95, true, '%'),
+    check('rollout-bound (fast trainer) engine busy, eta=2', 100 * of(STREAM_ETA2).engineBusyFraction, 95, true, '%'),
+    check('trainer-bound (slow trainer) trainer idle, eta=1', 100 * of(SLOW_TRAINER).trainerIdleFraction, 5, false, '%'),
+  ];
+}
+
+export function comparisons(configurations: readonly ConfigurationSummary[]): Comparison[] {
+  const of = (spec: RunSpec) => configurations.find((c) => c.spec.key === spec.key)!;
+  const ratio = (name: string, a: RunSpec, b: RunSpec) => ({ name, ratio: of(a).trajectoriesPerSecond / of(b).trajectoriesPerSecond });
+  return [
+    ratio('streaming eta=0 / synchronous throughput', STREAM_ETA0, SYNCHRONOUS),
+    ratio('in-process eta=1 / in-process eta=0 throughput', IN_PROCESS_ETA1, IN_PROCESS_ETA0),
+    ratio('in-process eta=2 / in-process eta=0 throughput', IN_PROCESS_ETA2, IN_PROCESS_ETA0),
+    ratio('Temporal / in-process throughput, measured-engine model, eta=1', STREAM_ETA1, IN_PROCESS_ETA1),
+  ];
+}
