@@ -46,6 +46,7 @@ export interface ScaleResult {
   options: ScaleOptions;
   trajectoriesFinished: number;
   trajectoriesFailed: number;
+  meanTurns: number;
   peakInFlight: number;
   wallSeconds: number;
   trajectoriesPerSecond: number;
@@ -192,6 +193,7 @@ export async function benchmarkScale(options: Partial<ScaleOptions> = {}): Promi
         options: opts,
         trajectoriesFinished: summary.trajectories,
         trajectoriesFailed: summary.failedTrajectories,
+        meanTurns: summary.meanTurns,
         peakInFlight: peak.inFlight,
         wallSeconds: summary.wallSeconds,
         trajectoriesPerSecond: summary.trajectoriesPerSecond,
@@ -262,7 +264,7 @@ export function printScale(r: ScaleResult): void {
     `  memory:              server ${(r.serverBytesPerTrajectory / 1024).toFixed(0)} KiB and worker ${(r.workerBytesPerTrajectory / 1024).toFixed(0)} KiB per in-flight trajectory (peaks ${(r.serverPeakRssBytes / MiB).toFixed(0)} MiB, ${(r.workerPeakRssBytes / MiB).toFixed(0)} MiB)`,
   );
   console.log(
-    `  per trajectory:      ${r.actionsPerTrajectory.toFixed(1)} actions, ${r.eventsPerTrajectory.toFixed(1)} history events (its group's and the controller's shares included)`,
+    `  per trajectory:      ${r.actionsPerTrajectory.toFixed(1)} actions, ${r.eventsPerTrajectory.toFixed(1)} history events (its group's and the controller's shares included), ${r.meanTurns.toFixed(1)} turns`,
   );
   const rate = Number.isNaN(r.steadyTrajectoriesPerSecond) ? r.trajectoriesPerSecond : r.steadyTrajectoriesPerSecond;
   console.log(`  one server sustained ${(rate * r.actionsPerTrajectory).toFixed(0)} actions/s, ${(rate * r.eventsPerTrajectory).toFixed(0)} history events/s`);

@@ -61,7 +61,7 @@ describe('benchmark scripts at tiny sizes', () => {
     const output = await expectSuccess('scale', ['--trajectories', '32', '--concurrency', '16', '--group-size', '8', '--data-dir', dataDir], 120_000);
     expect(output).toMatch(/finished: +32, failed 0, most in flight at once (1[0-6]|[1-9])\b/);
     expect(output).toMatch(new RegExp(`schedule-to-start median ${NUMBER} ms, p99 ${NUMBER} ms`));
-    expect(output).toMatch(new RegExp(`per trajectory: +${NUMBER} actions, ${NUMBER} history events`));
+    expect(output).toMatch(new RegExp(`per trajectory: +${NUMBER} actions, ${NUMBER} history events .+, ${NUMBER} turns`));
 
     const moves = await expectSuccess('frozenlakeMoves', ['scale', dataDir, '10'], 60_000);
     // The zero-latency stand-in samples version 0 only: one band holding all 32 episodes.
