@@ -234,7 +234,8 @@ function parseFlags(argv: string[]): Partial<ScaleOptions> {
   const options: Partial<ScaleOptions> = {};
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, text] = [argv[i], argv[i + 1]];
-    if (flag === '--data-dir' && text) {
+    if (flag === '--data-dir') {
+      if (!text) throw new Error('--data-dir needs a folder');
       options.dataDir = path.resolve(text);
       continue;
     }
