@@ -272,7 +272,9 @@ export function printScale(r: ScaleResult): void {
 }
 
 if (require.main === module) {
-  benchmarkScale(parseFlags(process.argv.slice(2)))
+  // Flags are read inside the chain, so a bad one is reported as one line like any other error.
+  Promise.resolve()
+    .then(() => benchmarkScale(parseFlags(process.argv.slice(2))))
     .then(printScale)
     .catch((err) => {
       console.error(err instanceof Error ? err.message : err);
