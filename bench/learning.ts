@@ -134,7 +134,7 @@ async function runOnce(file: string, seed: number, repeat: number, steps: number
 
 const pct = (level: number) => `${Math.round(100 * level)}%`;
 
-function describe(m: Milestone, unit: 'step' | 'v'): string {
+function describeMilestone(m: Milestone, unit: 'step' | 'v'): string {
   if (m.at === undefined) return `${pct(m.level)} -`;
   const where = unit === 'step' ? `step ${m.at}` : `v${m.at}`;
   return `${pct(m.level)} ${m.elapsedS?.toFixed(0) ?? '?'} s (${where})${m.held ? '' : ' lost'}`;
@@ -144,8 +144,8 @@ export function formatRun(r: LearningRun): string {
   const final = r.finalHeldOut === undefined ? '' : `; final held-out ${pct(r.finalHeldOut)}`;
   return [
     `${r.config} seed ${r.seed} #${r.repeat} (${r.runId}): ${r.steps} steps in ${r.wallSeconds.toFixed(0)} s${final}`,
-    `    sampled  ${r.sampled.map((m) => describe(m, 'step')).join(' | ')}`,
-    `    held-out ${r.heldOut.map((m) => describe(m, 'v')).join(' | ')}`,
+    `    sampled  ${r.sampled.map((m) => describeMilestone(m, 'step')).join(' | ')}`,
+    `    held-out ${r.heldOut.map((m) => describeMilestone(m, 'v')).join(' | ')}`,
   ].join('\n');
 }
 

@@ -32,6 +32,11 @@ export interface RunMeasurement {
   loadAverage: number;
 }
 
+/** Adds a histogram of tokens by staleness into `total`. */
+export function addStaleness(total: Record<string, number>, counts: Readonly<Record<string, number>>): void {
+  for (const [lag, count] of Object.entries(counts)) total[lag] = (total[lag] ?? 0) + count;
+}
+
 export interface RunCost {
   cpu: CpuReading;
   loadAverage: number;
@@ -47,7 +52,7 @@ export function measureRun(spec: RunSpec, round: number, runId: string, startedA
   const trajectories = steps.reduce((sum, s) => sum + s.output.metrics.trajectories, 0);
   const trainedTokens = steps.reduce((sum, s) => sum + s.tokens, 0);
   const staleness: Record<string, number> = {};
-  for (const s of steps) for (const [lag, count] of Object.entries(s.output.metrics.stalenessHistogram)) staleness[lag] = (staleness[lag] ?? 0) + count;
+  for (const s of steps) addStaleness(staleness, s.output.metrics.stalenessHistogram);
   return {
     spec,
     round,

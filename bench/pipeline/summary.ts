@@ -12,21 +12,21 @@ import {
   SYNCHRONOUS,
   type RunSpec,
 } from './configurations';
-import type { RunMeasurement } from './measurement';
+import { addStaleness, type RunMeasurement } from './measurement';
 
-export interface ConfigurationSummary {
-  spec: RunSpec;
-  runs: RunMeasurement[];
-  trajectoriesPerSecond: number;
-  trainedTokensPerSecond: number;
-  engineBusyFraction: number;
-  trainerIdleFraction: number;
-  /** Trained tokens by staleness, over all rounds. */
-  staleness: Record<string, number>;
-  stalenessMax: number;
-  processCpuMsPerTrajectory: number;
-  serverCpuMsPerTrajectory?: number;
-}
+/** Means over a configuration's rounds; its staleness histogram sums them, its max is theirs. */
+export type ConfigurationSummary = Pick<
+  RunMeasurement,
+  | 'spec'
+  | 'trajectoriesPerSecond'
+  | 'trainedTokensPerSecond'
+  | 'engineBusyFraction'
+  | 'trainerIdleFraction'
+  | 'staleness'
+  | 'stalenessMax'
+  | 'processCpuMsPerTrajectory'
+  | 'serverCpuMsPerTrajectory'
+> & { runs: RunMeasurement[] };
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
@@ -34,7 +34,7 @@ export function summarize(specs: readonly RunSpec[], runs: readonly RunMeasureme
   return specs.map((spec) => {
     const own = runs.filter((r) => r.spec.key === spec.key);
     const staleness: Record<string, number> = {};
-    for (const run of own) for (const [lag, count] of Object.entries(run.staleness)) staleness[lag] = (staleness[lag] ?? 0) + count;
+    for (const run of own) addStaleness(staleness, run.staleness);
     return {
       spec,
       runs: own,
@@ -70,9 +70,14 @@ function check(name: string, measured: number, target: number, atLeast: boolean,
   return { name, measured, target, atLeast, unit, met: atLeast ? measured >= target : measured <= target };
 }
 
-export function checkTargets(configurations: readonly ConfigurationSummary[]): TargetCheck[] {
+/** Lookups into one bench's summaries: a configuration's, and the throughput ratio of two. */
+function lookup(configurations: readonly ConfigurationSummary[]) {
   const of = (spec: RunSpec) => configurations.find((c) => c.spec.key === spec.key)!;
-  const throughputRatio = (a: RunSpec, b: RunSpec) => of(a).trajectoriesPerSecond / of(b).trajectoriesPerSecond;
+  return { of, throughputRatio: (a: RunSpec, b: RunSpec) => of(a).trajectoriesPerSecond / of(b).trajectoriesPerSecond };
+}
+
+export function checkTargets(configurations: readonly ConfigurationSummary[]): TargetCheck[] {
+  const { of, throughputRatio } = lookup(configurations);
   return [
     check('streaming eta=1 / synchronous throughput', throughputRatio(STREAM_ETA1, SYNCHRONOUS), 3, true, 'x'),
     check('streaming eta=2 / synchronous throughput', throughputRatio(STREAM_ETA2, SYNCHRONOUS), 3, true, 'x'),
@@ -84,8 +89,8 @@ export function checkTargets(configurations: readonly ConfigurationSummary[]): T
 }
 
 export function comparisons(configurations: readonly ConfigurationSummary[]): Comparison[] {
-  const of = (spec: RunSpec) => configurations.find((c) => c.spec.key === spec.key)!;
-  const ratio = (name: string, a: RunSpec, b: RunSpec) => ({ name, ratio: of(a).trajectoriesPerSecond / of(b).trajectoriesPerSecond });
+  const { throughputRatio } = lookup(configurations);
+  const ratio = (name: string, a: RunSpec, b: RunSpec) => ({ name, ratio: throughputRatio(a, b) });
   return [
     ratio('streaming eta=0 / synchronous throughput', STREAM_ETA0, SYNCHRONOUS),
     ratio('in-process eta=1 / in-process eta=0 throughput', IN_PROCESS_ETA1, IN_PROCESS_ETA0),
