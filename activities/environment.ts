@@ -25,7 +25,7 @@ import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 
 interface Session {
   episode: Episode;
@@ -97,7 +97,7 @@ export interface EnvDeps {
   sessionQueue: string;
   /** This worker's code and config fingerprint. */
   compatibility: Compatibility;
-  store: TrajectoryStore;
+  store: TrajectoryStorage;
   logger: Logger;
 }
 

@@ -18,7 +18,7 @@ import type { ChatFormat } from '../src/chat/format';
 import type { ChatMessage } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
 import type { CheckpointStore } from '../src/store/checkpointStore';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
 import { tracer } from '../src/trace/recorder';
@@ -63,7 +63,7 @@ export interface GenerateOutput {
 
 export interface InferenceDeps {
   provider: InferenceProvider;
-  store: TrajectoryStore;
+  store: TrajectoryStorage;
   checkpoints: CheckpointStore;
   /** The served model's tokenizer and chat template. */
   chat: ChatFormat;

@@ -25,7 +25,7 @@ import { withHeartbeat } from './heartbeat';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
 import { NOTHING_TRAINED, PolicyTrainer, trainerSettings, TrainingSample } from '../src/rl/trainer';
 import type { CheckpointStore } from '../src/store/checkpointStore';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
 import { CorruptFileError, readJson, writeJsonAtomically } from '../src/store/files';
 import { appendJsonLine } from '../src/store/jsonLines';
@@ -39,7 +39,7 @@ export interface TrainerDeps {
   model: ModelSettings;
   /** This worker's code and config fingerprint. */
   compatibility: Compatibility;
-  store: TrajectoryStore;
+  store: TrajectoryStorage;
   checkpoints: CheckpointStore;
   /** Where step results and metrics.jsonl go (a run's train/ folder, see src/store/runLayout.ts). */
   dataDir: string;
@@ -221,7 +221,7 @@ interface LoadedBatch {
   corrupt: GroupSummary[];
 }
 
-async function requireSummary(store: TrajectoryStore, runId: string, trajectoryId: string): Promise<TrajectorySummary> {
+async function requireSummary(store: TrajectoryStorage, runId: string, trajectoryId: string): Promise<TrajectorySummary> {
   const summary = await store.getTrajectory(runId, trajectoryId);
   if (!summary) throw new Error(`trajectory ${trajectoryId} of run ${runId} has no stored summary`);
   return summary;
@@ -239,7 +239,7 @@ interface GroupRecords {
  * would fail the same way, and failing the step would end the run over one damaged file.
  */
 async function readGroupUnlessCorrupt(
-  store: TrajectoryStore,
+  store: TrajectoryStorage,
   logger: Logger,
   runId: string,
   step: number,
@@ -263,7 +263,7 @@ async function readGroupUnlessCorrupt(
  * Reads the groups' turns from the store and turns them into training samples. Groups the group
  * filter skips, and groups with a corrupt stored file, are consumed without being trained.
  */
-async function loadBatch(store: TrajectoryStore, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
+async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
   const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
   for (const group of groups) {
     if (trainer.groupFilter === 'mixed-outcomes' && !hasMixedOutcomes(group)) {

@@ -12,7 +12,7 @@
 import { mkdtempSync, promises as fs, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { loadRunConfig, parseRunConfig } from '../src/runConfig';
 import { episodeSpecOf, trainingInputOf } from '../client/session';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../client/workerProcess';
@@ -21,6 +21,8 @@ import { freePort } from '../src/ports';
 import { readJson } from '../src/store/files';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { markDataDir } from '../src/store/dataMarker';
+import { connectClient, resolveTemporal } from '../src/temporal/connection';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { activityAttempts } from '../src/temporal/history';
 import { rolloutStatusQuery } from '../workflows/signals';
@@ -60,19 +62,22 @@ async function main(): Promise<void> {
   );
   const configFile = path.join(dataDir, 'config.json');
   writeFileSync(configFile, JSON.stringify(config));
+  // The worker processes refuse a data directory without its mark (src/store/dataMarker.ts).
+  await markDataDir(dataDir);
   const log = (name: string) => path.join(dataDir, `${name}.log`);
 
   console.log(`soak: data in ${dataDir}`);
   await startDevServer({ dataDir: path.join(dataDir, 'temporal'), port, headless: true });
   const workers: LoggedWorker[] = [];
   let rollout: LoggedWorker | undefined;
-  const connection = await Connection.connect({ address: config.temporal.address });
+  const target = resolveTemporal(config.temporal);
+  const connection = await connectClient(target);
   try {
     workers.push(await spawnLoggedWorker('workflows', configFile, log('workflows')));
     workers.push(await spawnLoggedWorker('trainer', configFile, log('trainer')));
     rollout = await spawnLoggedWorker('inference,env', configFile, log('rollout'));
 
-    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const client = new Client({ connection, namespace: target.namespace });
     const runId = 'soak';
     const training = await client.workflow.start(trainingWorkflow, {
       workflowId: runId,

@@ -4,14 +4,20 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { ConfigError, loadRunConfig } from '../src/runConfig';
+import { TemporalConfigSchema } from '../config/schema';
 import { rolloutStatusQuery } from '../workflows/signals';
 import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
 import { parseRoles, ROLES, startWorkers, type RunningWorkers } from '../workers/start';
-import { createLogger } from '../src/log';
+import { parseLogFormat } from '../src/log';
 import { ensureTemporalBinary } from '../src/temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
+import { ClusterPrepareError } from '../src/temporal/cluster';
+import { connectClient, resolveTemporal, TemporalConnectionError } from '../src/temporal/connection';
+import { DataDirNotMarkedError, requireDataMarker } from '../src/store/dataMarker';
+import { prepareCluster } from '../client/clusterPrepare';
+import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
 import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
 import { RunInterrupted } from '../client/session';
@@ -20,20 +26,31 @@ import { exportRunTrace } from '../src/trace/perfetto';
 import { writeReport } from '../src/report/report';
 import { formatCurve, formatSummary } from './format';
 import { INTERRUPTED_EXIT_CODE, interruptSignal, stopWithParent } from './lifecycle';
-import { createProgress } from './progress';
+import { createProgress } from '../src/terminal/progress';
+import { createCliOutput } from '../src/terminal/cliOutput';
 
-const logger = createLogger('trajflow');
+// Replaced once the options are parsed (--log-format).
+let { logger, statusLine } = createCliOutput();
+
+/** Errors whose message says everything: printed without a stack. */
+const ONE_LINE_ERRORS = [ConfigError, TemporalConnectionError, ClusterPrepareError, DataDirNotMarkedError, DeploymentError];
 
 function fail(err: unknown): never {
   if (err instanceof RunInterrupted) {
     logger.warn(err.message);
     process.exit(INTERRUPTED_EXIT_CODE);
   }
-  process.stderr.write(`${err instanceof ConfigError ? err.message : ((err as Error).stack ?? String(err))}\n`);
+  const plain = ONE_LINE_ERRORS.some((type) => err instanceof type);
+  process.stderr.write(`${plain ? (err as Error).message : ((err as Error).stack ?? String(err))}\n`);
   process.exit(err instanceof ConfigError ? 2 : 1);
 }
 
-const program = new Command().name('trajflow').description('Durable agentic RL for LLM agents on Temporal').showHelpAfterError();
+const program = new Command()
+  .name('trajflow')
+  .description('Durable agentic RL for LLM agents on Temporal')
+  .option('--log-format <format>', 'pretty (the default on a terminal) or json (the default otherwise)', (v) => parseLogFormat(v, '--log-format'))
+  .hook('preAction', () => void ({ logger, statusLine } = createCliOutput(program.opts().logFormat)))
+  .showHelpAfterError();
 
 const server = program.command('server').description('the local Temporal dev server (SQLite under the data directory)');
 server
@@ -49,8 +66,16 @@ server
   .option('--port <port>', 'frontend gRPC port', (v) => Number(v), 7233)
   .option('--ui-port <port>', 'Web UI port (default: port + 1000)', (v) => Number(v))
   .option('--headless', 'no Web UI')
+  .option('--namespace <name>', "also create this namespace (if missing) with trajflow's search attributes")
   .action(async (opts) => {
-    const info = await startDevServer({ dataDir: opts.dataDir, port: opts.port, uiPort: opts.uiPort, headless: opts.headless, log: (l) => logger.info(l) });
+    const info = await startDevServer({
+      dataDir: opts.dataDir,
+      port: opts.port,
+      uiPort: opts.uiPort,
+      headless: opts.headless,
+      namespace: opts.namespace,
+      log: (l) => logger.info(l),
+    });
     process.stdout.write(`Temporal dev server (pid ${info.pid}) at ${info.address}\nWeb UI: ${info.uiUrl ?? '(headless)'}\nSQLite: ${info.dbFile}\n`);
   });
 server
@@ -70,12 +95,32 @@ server
   });
 
 program
+  .command('cluster')
+  .description("a Temporal cluster of your own or Temporal Cloud (where: the config's temporal: section, else TEMPORAL_* variables or profile)")
+  .command('prepare')
+  .description("check the namespace, register trajflow's search attributes (idempotent) and mark the shared data directory")
+  .option('-c, --config <file>', 'run config: its temporal: section and its data directory')
+  .option('--data-dir <dir>', "the shared data directory to mark (default: the config's)")
+  .option('--create-namespace', 'create the namespace if it is missing (for a dev server)')
+  .action(async (opts) => {
+    const config = opts.config ? loadRunConfig(opts.config) : undefined;
+    const lines = await prepareCluster({
+      temporal: config?.temporal,
+      dataDir: opts.dataDir ?? config?.dataDir,
+      createNamespace: Boolean(opts.createNamespace),
+    });
+    process.stdout.write(`${lines.join('\n')}\n`);
+  });
+
+program
   .command('worker')
   .description('run workers of one role until SIGINT/SIGTERM')
   .option('--role <roles>', `which task queues to poll: ${ROLES.join(', ')}, a comma-separated list, or all`, 'all')
   .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
   .action(async (opts) => {
     const config = loadRunConfig(opts.config);
+    // On its own host, a worker must find the data directory the others share (src/store/dataMarker.ts).
+    await requireDataMarker(config.dataDir);
     // Read by `stop` before start-up has finished (a parent that dies meanwhile), so not a const.
     // eslint-disable-next-line prefer-const
     let workers: RunningWorkers | undefined;
@@ -95,7 +140,7 @@ program
   .option('--local', 'also start the dev server (if needed) and all workers in this process')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
-    const progress = createProgress('trajectories', config.rollout.groups * config.rollout.groupSize);
+    const progress = createProgress('trajectories', config.rollout.groups * config.rollout.groupSize, { statusLine, logger });
     const summary = await runRollout(config, {
       runId: opts.runId,
       local: Boolean(opts.local),
@@ -118,7 +163,7 @@ program
   .option('--local', 'also start the dev server, the rollout workers (in this process) and the trainer (child process)')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
-    const progress = createProgress('train steps', config.trainer.steps);
+    const progress = createProgress('train steps', config.trainer.steps, { statusLine, logger });
     const summary = await runTraining(config, {
       runId: opts.runId,
       local: Boolean(opts.local),
@@ -170,6 +215,32 @@ program
     });
   });
 
+const deployment = program
+  .command('deployment')
+  .description('versioned worker builds (workers started with TRAJFLOW_BUILD_ID): new runs start on the current build, started runs stay on theirs');
+deployment
+  .command('set-current')
+  .description('make a build the one new runs start on (its workers of every role must be polling)')
+  .requiredOption('--build-id <id>', 'the TRAJFLOW_BUILD_ID its workers were started with')
+  .option('-c, --config <file>', 'run config: its temporal: section (connection, taskQueuePrefix)')
+  .action(async (opts) => {
+    await withClient(opts.config, async (client) => {
+      const s = await setCurrentBuild(client, taskQueuePrefixOf(opts.config), opts.buildId);
+      process.stdout.write(`worker deployment ${s.deploymentName}: build ${s.buildId} is current${s.previousBuildId ? ` (was ${s.previousBuildId})` : ''}\n`);
+    });
+  });
+deployment
+  .command('status')
+  .description("the deployment's builds: current, draining (runs pinned to it still open) or drained (its workers may stop)")
+  .option('-c, --config <file>', 'run config: its temporal: section (connection, taskQueuePrefix)')
+  .action(async (opts) => {
+    await withClient(opts.config, async (client) => {
+      const s = await deploymentStatus(client, taskQueuePrefixOf(opts.config));
+      const builds = s.versions.map((v) => `  ${v.buildId}: ${v.status}`);
+      process.stdout.write(`${[`worker deployment ${s.deploymentName}: current build ${s.currentBuildId ?? '(none)'}`, ...builds].join('\n')}\n`);
+    });
+  });
+
 program
   .command('trace')
   .description("merge a run's trace files (every process and role) into one Chrome trace-event JSON file for Perfetto UI")
@@ -210,19 +281,24 @@ program
   .action(async (runId, opts) => {
     const config = opts.config ? loadRunConfig(opts.config) : undefined;
     const dataDir: string = opts.dataDir ?? config?.dataDir ?? '.trajflow';
-    const report = await writeReport(dataDir, runId, opts.out, { uiUrl: opts.ui, namespace: config?.temporal.namespace });
+    const report = await writeReport(dataDir, runId, opts.out, { uiUrl: opts.ui, namespace: resolveTemporal(config?.temporal).namespace });
     const pngs = report.files.filter((f) => f.endsWith('.png')).length;
     process.stdout.write(
       `${report.charts.length} charts (${pngs} PNG + SVG) and index.html -> ${report.outDir}\nopen ${path.join(report.outDir, 'index.html')}\n`,
     );
   });
 
-/** Runs `fn` with a client for the config's Temporal address (the local default without one). */
+/** The config's task queue prefix (which names its worker deployment), else the default one. */
+function taskQueuePrefixOf(configFile: string | undefined): string {
+  return (configFile ? loadRunConfig(configFile).temporal : TemporalConfigSchema.parse({})).taskQueuePrefix;
+}
+
+/** Runs `fn` with a client connected as workers are: the config's `temporal:` over the environment. */
 async function withClient(configFile: string | undefined, fn: (client: Client) => Promise<void>): Promise<void> {
-  const temporal = configFile ? loadRunConfig(configFile).temporal : { address: '127.0.0.1:7233', namespace: 'default' };
-  const connection = await Connection.connect({ address: temporal.address });
+  const target = resolveTemporal(configFile ? loadRunConfig(configFile).temporal : {});
+  const connection = await connectClient(target);
   try {
-    await fn(new Client({ connection, namespace: temporal.namespace }));
+    await fn(new Client({ connection, namespace: target.namespace }));
   } finally {
     await connection.close();
   }

@@ -9,10 +9,13 @@ import type { RunConfig } from '../config/schema';
 import { describeEnvironment } from '../src/plugins/registry';
 import { engineBusyFraction, readEngineSnapshots } from '../src/inference/statsReporter';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { runDetails } from '../workflows/details';
 import { rolloutWorkflow } from '../workflows/rollout';
 import { rolloutStatusQuery, type RolloutStatus } from '../workflows/signals';
 import type { RolloutInput } from '../workflows/types';
 import { taskQueuesFor } from '../workers/taskQueues';
+import { ROLLOUT_ROLES } from '../workers/start';
+import { useLocalBuild } from './deployment';
 import { pollEvery } from './poll';
 import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
 import { WORKER_STOP_GRACE_MS } from './workerProcess';
@@ -44,27 +47,32 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
   const session = await openSession(config, options);
   const { runId, layout, client, workers } = session;
   try {
+    if (options.local) await useLocalBuild(client, config.temporal, ROLLOUT_ROLES);
     const engines = enginesDir(config.dataDir);
     await workers?.flushEngineStats();
     const enginesBefore = await readEngineSnapshots(engines);
     const startedAt = Date.now();
     if (signal?.aborted) throw new RunInterrupted(runId);
+    const input = rolloutInputOf(config, runId);
     const handle = await client.workflow.start(rolloutWorkflow, {
       workflowId: runId,
       taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
-      args: [rolloutInputOf(config, runId)],
+      args: [input],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
         { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
       ],
       staticSummary: `rollout ${runId}: ${config.rollout.groups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
+      staticDetails: runDetails(input, input),
     });
     logger.info({ runId }, 'rollout started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
     const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
+    // Progress ends on the finished state, not on the last tick before it.
+    if (onStatus) await handle.query(rolloutStatusQuery).then(onStatus, () => undefined);
     await workers?.flushEngineStats();
     const enginesAfter = await readEngineSnapshots(engines);
 

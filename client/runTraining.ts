@@ -6,14 +6,18 @@
  */
 import { promises as fs } from 'node:fs';
 import type { RunConfig } from '../config/schema';
-import { describeEnvironment } from '../src/plugins/registry';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import type { EvaluationRecord } from '../activities/evaluation';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { runDetails } from '../workflows/details';
+import { plural } from '../workflows/summaries';
 import { trainingStatusQuery, trainingWorkflow, type TrainingResult, type TrainingStatus } from '../workflows/training';
+import type { TrainingInput } from '../workflows/types';
+import { ROLES } from '../workers/start';
+import { useLocalBuild } from './deployment';
 import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
 import { pollEvery } from './poll';
-import { episodeSpecOf, openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
+import { openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
 export interface TrainingSummary {
@@ -21,6 +25,29 @@ export interface TrainingSummary {
   curve: StepMetrics[];
   evaluations: EvaluationRecord[];
   wallSeconds: number;
+}
+
+/** How a run's training workflow is started: its id, queue and input, its search attributes, and what the Web UI says of it. */
+export function trainingStartOptions(config: RunConfig, runId: string) {
+  const input = trainingInputOf(config, runId);
+  const { rollout, trainer } = config;
+  return {
+    workflowId: runId,
+    taskQueue: input.taskQueues.workflows,
+    args: [input] as [TrainingInput],
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.run, value: runId },
+      { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
+      { key: SEARCH_ATTRIBUTES.env, value: input.envLabel },
+    ],
+    staticSummary: `training ${runId}: ${plural(trainer.steps, 'step')} of ${plural(trainer.batchGroups, 'group')} x ${rollout.groupSize} on ${input.envLabel}`,
+    staticDetails: runDetails(input, {
+      groups: trainer.steps * trainer.batchGroups,
+      groupSize: rollout.groupSize,
+      maxConcurrency: rollout.maxConcurrency,
+      trainer,
+    }),
+  };
 }
 
 export async function runTraining(config: RunConfig, options: RunOptions<TrainingStatus> & { configFile?: string }): Promise<TrainingSummary> {
@@ -33,24 +60,17 @@ export async function runTraining(config: RunConfig, options: RunOptions<Trainin
       if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
       // Should this process die without stopping it, the trainer notices and stops by itself.
       trainer = await spawnLoggedWorker('trainer', options.configFile, layout.trainerLog, { exitWithParent: true });
+      await useLocalBuild(client, config.temporal, ROLES);
     }
     if (signal?.aborted) throw new RunInterrupted(runId);
     const startedAt = Date.now();
-    const handle = await client.workflow.start(trainingWorkflow, {
-      workflowId: runId,
-      taskQueue: episodeSpecOf(config, runId).taskQueues.workflows,
-      args: [trainingInputOf(config, runId)],
-      typedSearchAttributes: [
-        { key: SEARCH_ATTRIBUTES.run, value: runId },
-        { key: SEARCH_ATTRIBUTES.kind, value: 'training' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
-      ],
-      staticSummary: `training ${runId}: ${config.trainer.steps} steps of ${config.trainer.batchGroups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
-    });
+    const handle = await client.workflow.start(trainingWorkflow, trainingStartOptions(config, runId));
     logger.info({ runId }, 'training started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
     const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
+    // Progress ends on the finished state, not on the last tick before it.
+    if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
     const curve = await readLearningCurve(layout);
     const evaluations = await readEvaluations(layout);
     await fs.writeFile(layout.learningCurveFile, formatCurveCsv(curve, evaluations));

@@ -3,13 +3,15 @@
  * in-process workers) when --local is given, and a client connection.
  */
 import { promises as fs } from 'node:fs';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { runLayout, type RunLayout } from '../src/store/runLayout';
 import type { RunConfig } from '../config/schema';
 import type { Logger } from '../src/log';
 import { compatibilityOf } from '../src/core/compatibility';
 import { buildId } from '../src/paths';
 import { describeEnvironment } from '../src/plugins/registry';
+import { markDataDir } from '../src/store/dataMarker';
+import { connectClient, resolveTemporal, type TemporalTarget } from '../src/temporal/connection';
 import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
 import { startLocalModelServers } from './modelServers';
@@ -51,9 +53,10 @@ export function trainingInputOf(config: RunConfig, runId: string): TrainingInput
   };
 }
 
-function portOf(address: string): number {
-  const port = Number(address.split(':').pop());
-  if (!Number.isInteger(port)) throw new Error(`temporal.address ${JSON.stringify(address)} has no port`);
+/** The port a `--local` dev server listens on: the resolved address's. */
+function portOf(target: TemporalTarget): number {
+  const port = Number(target.address.split(':').pop());
+  if (!Number.isInteger(port)) throw new Error(`the Temporal address ${JSON.stringify(target.address)} (${target.origin.address}) has no port`);
   return port;
 }
 
@@ -111,21 +114,24 @@ export interface Session {
 export async function openSession(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<Session> {
   const { logger } = options;
   const runId = options.runId ?? defaultRunId(config);
+  const target = resolveTemporal(config.temporal);
   if (options.local) {
-    const server = await startDevServer({ dataDir: config.dataDir, port: portOf(config.temporal.address), log: (line) => logger.info(line) });
-    logger.info({ address: server.address, webUi: server.uiUrl }, 'Temporal dev server ready');
+    const server = await startDevServer({ dataDir: config.dataDir, port: portOf(target), namespace: target.namespace, log: (line) => logger.info(line) });
+    logger.info({ address: server.address, namespace: target.namespace, webUi: server.uiUrl }, 'Temporal dev server ready');
   }
+  // Before any worker starts, here or on another host (src/store/dataMarker.ts).
+  await markDataDir(config.dataDir);
   const layout = runLayout(config.dataDir, runId);
   await fs.mkdir(layout.dir, { recursive: true });
   await fs.writeFile(layout.configFile, JSON.stringify(config, null, 2));
   // Model servers before the inference workers, which send them requests as soon as they poll.
   const modelServers = options.local ? await startLocalModelServers(config, layout) : undefined;
   const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
-  const connection = await Connection.connect({ address: config.temporal.address });
+  const connection = await connectClient(target);
   return {
     runId,
     layout,
-    client: new Client({ connection, namespace: config.temporal.namespace }),
+    client: new Client({ connection, namespace: target.namespace }),
     workers,
     async close(graceMs) {
       await connection.close();

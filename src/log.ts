@@ -1,18 +1,51 @@
 /**
- * Logging: pino JSON lines (pretty on a TTY). Temporal's own logs, and the `log` calls of
- * workflows and activities, go through the same logger, carrying workflow/run/activity ids;
- * trajflow's activity logs add runId, trajectoryId and turn.
+ * Logging: pino JSON lines, or pino-pretty's text for a person at a terminal. Temporal's own logs,
+ * and the `log` calls of workflows and activities, go through the same logger, carrying
+ * workflow/run/activity ids; trajflow's activity logs add runId, trajectoryId and turn.
  */
-import { DefaultLogger, LogLevel, LogMetadata, Runtime } from '@temporalio/worker';
+import { DefaultLogger, LogLevel, LogMetadata, Runtime, type MetricsExporterConfig } from '@temporalio/worker';
 import pino, { Logger } from 'pino';
-import pretty from 'pino-pretty';
+import { prettyFactory } from 'pino-pretty';
 
 export type { Logger } from 'pino';
 
-export function createLogger(name: string): Logger {
+export const LOG_FORMATS = ['pretty', 'json'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** Where finished log lines go: a stream, or a terminal's status line that keeps its bar below them. */
+export interface LineSink {
+  write(text: string): unknown;
+  isTTY?: boolean;
+}
+
+export interface LoggerOptions {
+  /** Default: `TRAJFLOW_LOG_FORMAT`, else pretty when the sink is a terminal and JSON otherwise. */
+  format?: LogFormat;
+  /** Default: standard output. */
+  sink?: LineSink;
+}
+
+/** Parses a log format named by a flag or `TRAJFLOW_LOG_FORMAT`; `where` names the source in the error. */
+export function parseLogFormat(text: string, where: string): LogFormat {
+  if ((LOG_FORMATS as readonly string[]).includes(text)) return text as LogFormat;
+  throw new Error(`${where}: unknown log format ${JSON.stringify(text)}; formats: ${LOG_FORMATS.join(', ')}`);
+}
+
+export function defaultLogFormat(sink: LineSink): LogFormat {
+  const fromEnv = process.env.TRAJFLOW_LOG_FORMAT;
+  if (fromEnv) return parseLogFormat(fromEnv, 'TRAJFLOW_LOG_FORMAT');
+  return sink.isTTY ? 'pretty' : 'json';
+}
+
+export function createLogger(name: string, options: LoggerOptions = {}): Logger {
+  const sink = options.sink ?? process.stdout;
+  const format = options.format ?? defaultLogFormat(sink);
   const level = process.env.TRAJFLOW_LOG_LEVEL ?? 'info';
-  const stream = process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' }) : undefined;
-  return pino({ name, level }, stream);
+  if (format === 'json') return pino({ name, level }, { write: (line: string) => sink.write(line) });
+  // Formatted here, in the writing call, so a line reaches the sink whole and in order (a status line
+  // redraws its bar after each one).
+  const prettify = prettyFactory({ colorize: Boolean(sink.isTTY), translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' });
+  return pino({ name, level }, { write: (line: string) => sink.write(prettify(JSON.parse(line))) });
 }
 
 const PINO_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
@@ -26,11 +59,11 @@ const PINO_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error
 let installed = false;
 
 /**
- * Routes the Temporal runtime's logs into `logger`; once per process. With
- * `prometheusBindAddress` the runtime also serves the SDK's metrics there (only if this is the
- * process's first call: the runtime cannot be reconfigured; returns whether they are served).
+ * Routes the Temporal runtime's logs into `logger`; once per process. With `metrics` the runtime
+ * also exports metrics (only if this is the process's first call: the runtime cannot be
+ * reconfigured; returns whether they are exported).
  */
-export function installTemporalLogging(logger: Logger, options: { prometheusBindAddress?: string } = {}): boolean {
+export function installTemporalLogging(logger: Logger, options: { metrics?: MetricsExporterConfig } = {}): boolean {
   if (installed) return false;
   installed = true;
   const temporal = logger.child({ component: 'temporal' });
@@ -43,7 +76,7 @@ export function installTemporalLogging(logger: Logger, options: { prometheusBind
       if (/^No (workflows|activities) registered/.test(message)) return;
       temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
     }),
-    ...(options.prometheusBindAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: options.prometheusBindAddress } } } } : {}),
+    ...(options.metrics ? { telemetryOptions: { metrics: options.metrics } } : {}),
   });
-  return options.prometheusBindAddress !== undefined;
+  return options.metrics !== undefined;
 }

@@ -12,12 +12,17 @@ function findProjectRoot(start: string): string {
 export const PROJECT_ROOT = findProjectRoot(__dirname);
 
 /**
- * This code's build, for worker compatibility checks: `TRAJFLOW_BUILD_ID` when a deployment sets
- * one (a git sha, an image tag), else the package version.
+ * The build a deployment names in `TRAJFLOW_BUILD_ID` (a git sha, an image tag), if any. Setting
+ * it also turns on Temporal worker versioning (workers/deployment.ts).
  */
+export function deployedBuildId(): string | undefined {
+  return process.env.TRAJFLOW_BUILD_ID || undefined;
+}
+
+/** This code's build, for worker compatibility checks: the deployed build, else the package version. */
 export function buildId(): string {
   const version = (JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-  return process.env.TRAJFLOW_BUILD_ID || `trajflow@${version}`;
+  return deployedBuildId() ?? `trajflow@${version}`;
 }
 
 /** The Python environment set up by scripts/setup.sh (trainer worker, model server, model tools). */

@@ -79,7 +79,9 @@ describe('benchmark scripts at tiny sizes', () => {
     const output = await expectSuccess('soak', ['--calm-minutes', '0.3', '--kill-minutes', '0.3', '--every', '6'], 240_000);
     expect(output).toMatch(/with kills: [\d.]+ trajectories\/s over 18 s, [1-3] SIGKILLs of the rollout worker/);
     expect(output).toMatch(/groups lost: 0; groups trained twice: 0/);
-    expect(output).toMatch(new RegExp(`throughput with kills / without: ${NUMBER}`));
+    // Groups report their trajectories when the whole group ends, so an 18 s calm stretch on a slow
+    // machine can see none finish: the script then says so instead of printing a ratio.
+    expect(output).toMatch(new RegExp(`throughput with kills / without: (${NUMBER}|n/a \\(no trajectory finished in the calm stretch)`));
   });
 
   test('node dist/bench/tracing.js', async () => {

@@ -1,8 +1,11 @@
 /**
  * Replays recorded histories of the training, controller, group and trajectory workflows against today's
  * workflow code: a nondeterministic change (reordered activities, a new awaited call) fails here
- * before it can wedge running workflows. Re-record with TRAJFLOW_RECORD_HISTORIES=1 after an
- * intended, versioned change.
+ * before it can wedge running workflows. One training history comes from a run pinned to a build
+ * of a versioned deployment (test/workerDeployment.test.ts), as workflows of a cluster run. Re-record
+ * after an intended, versioned change:
+ *
+ *   TRAJFLOW_RECORD_HISTORIES=1 npx jest test/rollout.integration.test.ts test/workflows.training.test.ts test/workerDeployment.test.ts
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -18,9 +21,11 @@ describe('workflow replay', () => {
     history: historyFromJSON(JSON.parse(readFileSync(path.join(HISTORY_DIR, f), 'utf8'))),
   }));
 
-  it('has recorded histories of every workflow type', () => {
+  it('has recorded histories of every workflow type, one of them from a versioned deployment', () => {
     const types = histories.map(({ history }) => history.events?.[0].workflowExecutionStartedEventAttributes?.workflowType?.name);
     expect(new Set(types)).toEqual(new Set(['trainingWorkflow', 'rolloutWorkflow', 'groupWorkflow', 'trajectoryWorkflow']));
+    const pinned = histories.filter(({ history }) => history.events?.some((e) => e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId));
+    expect(pinned.map(({ workflowId }) => workflowId)).toEqual(['versioned-run-a']);
   });
 
   it('replays them all without nondeterminism', async () => {

@@ -5,7 +5,7 @@
  * two batches' worth, so the engine never waits for the next request to arrive). A real model's
  * prompts are built with its own tokenizer and chat template (`model.path`).
  */
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createServerEvaluationActivities } from '../activities/evaluation';
 import { createInferenceActivities } from '../activities/inference';
@@ -19,8 +19,10 @@ import type { SnapshotReporter } from '../src/metrics/snapshots';
 import type { EngineStats } from '../src/inference/provider';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
+import type { WorkerConnection } from '../src/temporal/connection';
 import { meterActivities } from '../src/metrics/activityMetrics';
+import { versioningOptions } from './deployment';
 import { taskQueuesFor } from './taskQueues';
 import { enginesDir } from '../src/store/runLayout';
 
@@ -32,8 +34,8 @@ export interface InferenceWorker {
 
 export async function createInferenceWorker(
   config: RunConfig,
-  connection: NativeConnection,
-  store: TrajectoryStore,
+  temporal: WorkerConnection,
+  store: TrajectoryStorage,
   provider: InferenceProvider,
   logger: Logger,
 ): Promise<InferenceWorker> {
@@ -48,9 +50,9 @@ export async function createInferenceWorker(
       : {}),
   };
   const worker = await Worker.create({
-    connection,
-    namespace: config.temporal.namespace,
+    ...temporal,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).inference,
+    ...versioningOptions(config.temporal),
     activities,
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
     interceptors: { activity: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')] },

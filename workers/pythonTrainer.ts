@@ -2,17 +2,23 @@
  * Trainer worker of a real model (`model.path`): the Python trainer (python/trajflow_py/trainer,
  * PyTorch + transformers) polls `<prefix>-trainer` for the same activities as the embedded trainer
  * (`preparePolicy`, `trainStep`, same names and JSON). This module starts it as a child process
- * with this worker's connection, data directory and fingerprint, and stops it with this worker:
+ * with this worker's connection settings as resolved here (address, namespace, API key, TLS: the
+ * same cluster whatever its own environment says), data directory and fingerprint, and stops it
+ * with this worker:
  * a Python trainer never outlives the `trajflow worker` that started it, even one SIGKILLed.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
+import type { ConfigDataSource } from '@temporalio/envconfig';
 import type { RunConfig } from '../config/schema';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
 import { buildId, PYTHON_BIN, PYTHON_SOURCES } from '../src/paths';
+import type { TemporalTarget } from '../src/temporal/connection';
+import { deploymentVersionOf } from './deployment';
 import { taskQueuesFor } from './taskQueues';
 
 /** The line the Python trainer prints once it polls. */
@@ -22,14 +28,28 @@ const START_TIMEOUT_MS = 180_000;
 /** How long an in-flight step may take to finish or hand back after SIGTERM. */
 const STOP_GRACE_MS = 30_000;
 
+/** A certificate or key as a path or as its PEM text. */
+type PythonDataSource = { path: string } | { data: string };
+
+/** The resolved client profile, which the Python side turns into a temporalio.envconfig profile. */
+export interface PythonTemporalSettings {
+  address: string;
+  namespace: string;
+  apiKey?: string;
+  tls?: { disabled?: boolean; serverName?: string; serverCaCert?: PythonDataSource; clientCert?: PythonDataSource; clientKey?: PythonDataSource };
+  grpcMeta?: Record<string, string>;
+}
+
 /** What the Python trainer reads at start (python/trajflow_py/trainer/settings.py). */
 export interface PythonTrainerSettings {
-  temporal: { address: string; namespace: string };
+  temporal: PythonTemporalSettings;
   taskQueue: string;
   dataDir: string;
   modelPath: string;
   compatibility: ReturnType<typeof compatibilityOf>;
   identity: string;
+  /** The version of the worker deployment it polls as (workers/deployment.ts); absent: unversioned. */
+  deployment?: WorkerDeploymentVersion;
 }
 
 export interface PythonTrainer {
@@ -38,22 +58,51 @@ export interface PythonTrainer {
   shutdown(): Promise<void>;
 }
 
-export function pythonTrainerSettings(config: RunConfig): PythonTrainerSettings {
+function pythonSource(source: ConfigDataSource | undefined): PythonDataSource | undefined {
+  if (!source) return undefined;
+  if ('path' in source) return { path: source.path };
+  return { data: typeof source.data === 'string' ? source.data : Buffer.from(source.data).toString('utf8') };
+}
+
+function pythonTemporalSettings(target: TemporalTarget): PythonTemporalSettings {
+  const { apiKey, tls, grpcMeta } = target.profile;
+  return {
+    address: target.address,
+    namespace: target.namespace,
+    ...(apiKey ? { apiKey } : {}),
+    ...(tls
+      ? {
+          tls: {
+            disabled: tls.disabled,
+            serverName: tls.serverName,
+            serverCaCert: pythonSource(tls.serverCACert),
+            clientCert: pythonSource(tls.clientCert),
+            clientKey: pythonSource(tls.clientKey),
+          },
+        }
+      : {}),
+    ...(grpcMeta ? { grpcMeta } : {}),
+  };
+}
+
+export function pythonTrainerSettings(config: RunConfig, target: TemporalTarget): PythonTrainerSettings {
   if (!config.model.path) throw new Error('the Python trainer trains a real model: set model.path');
   return {
-    temporal: { address: config.temporal.address, namespace: config.temporal.namespace },
+    temporal: pythonTemporalSettings(target),
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
     dataDir: path.resolve(config.dataDir),
     modelPath: config.model.path,
     compatibility: compatibilityOf(config, buildId()),
     identity: `python-trainer@${os.hostname()}/${process.pid}`,
+    deployment: deploymentVersionOf(config.temporal),
   };
 }
 
-export async function startPythonTrainer(config: RunConfig, logger: Logger): Promise<PythonTrainer> {
+export async function startPythonTrainer(config: RunConfig, target: TemporalTarget, logger: Logger): Promise<PythonTrainer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-trainer-'));
   const settingsFile = path.join(dir, 'settings.json');
-  writeFileSync(settingsFile, JSON.stringify(pythonTrainerSettings(config)));
+  // Only this user may read it: it may hold an API key (the folder is mkdtemp's, 0700, too).
+  writeFileSync(settingsFile, JSON.stringify(pythonTrainerSettings(config, target)), { mode: 0o600 });
   const child = spawn(PYTHON_BIN, ['-m', 'trajflow_py.trainer', '--settings', settingsFile], {
     cwd: PYTHON_SOURCES,
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -10,7 +10,7 @@ import { createEnvActivities, createSessionActivities, SessionRegistry, type Env
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
 import { buildId } from '../src/paths';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { busyReporter, BusyTracker, type BusyStats } from '../src/metrics/busy';
 import { envWorkersDir } from '../src/store/runLayout';
@@ -25,11 +25,13 @@ export interface SessionHost {
   envActivities: EnvActivities;
   sessionActivities: SessionActivities;
   activityInterceptors: ActivityInterceptorsFactory[];
+  /** The time this process's env activities were running. */
+  busyTracker: BusyTracker;
   /** Publishes this process's env busy time to <dataDir>/env-workers/ (read by the trainer). */
   busy: SnapshotReporter<BusyStats>;
 }
 
-export function createSessionHost(config: RunConfig, store: TrajectoryStore, logger: Logger): SessionHost {
+export function createSessionHost(config: RunConfig, store: TrajectoryStorage, logger: Logger): SessionHost {
   const sessions = new SessionRegistry();
   const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
   const tracker = new BusyTracker();
@@ -39,6 +41,7 @@ export function createSessionHost(config: RunConfig, store: TrajectoryStore, log
     envActivities: createEnvActivities({ sessions, sessionQueue, compatibility: compatibilityOf(config, buildId()), store, logger }),
     sessionActivities: createSessionActivities({ sessions }),
     activityInterceptors: [traceActivities(config.dataDir, 'env'), meterActivities('env', tracker)],
+    busyTracker: tracker,
     busy: busyReporter(tracker, envWorkersDir(config.dataDir)),
   };
 }

@@ -4,15 +4,16 @@
  * roles in one process is the single-machine setup (the trainer is best kept in its own process,
  * since a train step holds the event loop).
  */
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createProvider } from '../src/inference/createProvider';
 import type { InferenceProvider } from '../src/inference/provider';
 import { installTemporalLogging, Logger } from '../src/log';
 import { loadPluginModules } from '../src/plugins/modules';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { connectWorker, resolveTemporal } from '../src/temporal/connection';
 import { tracer } from '../src/trace/recorder';
-import { metrics, startMetricsServer } from '../src/metrics/prometheus';
+import { GAUGE_SAMPLE_MS, prometheusExporter, sampleEvery, trajflowMetrics } from '../src/metrics/meter';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
@@ -53,16 +54,16 @@ export interface StartOptions {
 }
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
-  const { prometheusPort, host } = config.metrics ?? {};
-  const temporalMetricsAddress =
-    prometheusPort === undefined ? undefined : `${host ?? '127.0.0.1'}:${config.metrics?.temporalPrometheusPort ?? prometheusPort + 1}`;
-  const sdkMetrics = installTemporalLogging(logger, { prometheusBindAddress: temporalMetricsAddress });
-  if (temporalMetricsAddress && !sdkMetrics) logger.warn('the Temporal runtime was set up earlier in this process: its SDK metrics are not exported');
+  const { prometheusPort, host } = config.metrics;
+  const metricsAddress = prometheusPort === undefined ? undefined : `${host}:${prometheusPort}`;
+  const exported = installTemporalLogging(logger, { metrics: metricsAddress ? prometheusExporter(metricsAddress) : undefined });
+  if (metricsAddress && !exported) logger.warn('the Temporal runtime was set up earlier in this process: its metrics are not exported');
   // Before the engine starts: its thread records only if tracing is on (config `trace`).
   tracer.configure(config.trace ?? {});
   // Sessions and the trainer's warm-up and evaluation create the config's environments and agents.
   loadPluginModules(config.modules);
-  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  const target = resolveTemporal(config.temporal);
+  const temporal = await connectWorker(target);
   const store = new TrajectoryStore(config.dataDir);
   const has = (r: Role) => roles.includes(r);
 
@@ -72,23 +73,25 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
 
   if (has('inference')) {
     const provider = options.provider ?? (await createProvider(config, logger.child({ role: 'inference' })));
-    const inference = await createInferenceWorker(config, connection, store, provider, logger.child({ role: 'inference' }));
+    const inference = await createInferenceWorker(config, temporal, store, provider, logger.child({ role: 'inference' }));
     inference.stats.start();
     workers.push(inference.worker);
     flushEngineStats = () => inference.stats.flush();
-    const removeCollector = metrics.onCollect(async () => {
+    const stopSampling = sampleEvery(GAUGE_SAMPLE_MS, async () => {
       const s = await provider.stats();
-      metrics.set('trajflow_engine_busy_seconds', {}, s.busyMs / 1000);
-      metrics.set('trajflow_engine_uptime_seconds', {}, s.uptimeMs / 1000);
-      metrics.set('trajflow_engine_generated_tokens', {}, s.generatedTokens);
-      metrics.set('trajflow_engine_decode_steps', {}, s.decodeSteps);
-      metrics.set('trajflow_engine_mean_batch_size', {}, s.decodeSteps > 0 ? s.batchSizeSum / s.decodeSteps : 0);
-      metrics.set('trajflow_engine_running_sequences', {}, s.running);
-      metrics.set('trajflow_engine_waiting_sequences', {}, s.waiting);
-      metrics.set('trajflow_engine_policy_version', {}, s.policyVersion);
+      trajflowMetrics().recordEngine({
+        busySeconds: s.busyMs / 1000,
+        uptimeSeconds: s.uptimeMs / 1000,
+        generatedTokens: s.generatedTokens,
+        decodeSteps: s.decodeSteps,
+        meanBatchSize: s.decodeSteps > 0 ? s.batchSizeSum / s.decodeSteps : 0,
+        runningSequences: s.running,
+        waitingSequences: s.waiting,
+        policyVersion: s.policyVersion,
+      });
     });
     cleanups.push(
-      removeCollector,
+      stopSampling,
       () => inference.stats.stop(),
       () => provider.close(),
     );
@@ -96,10 +99,11 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   // Env workers hold episode sessions; workflow workers hold those of `env.sessions: local` runs.
   if (has('env') || has('workflows')) {
     const sessionHost = createSessionHost(config, store, logger.child({ role: 'env' }));
-    if (has('env')) workers.push(...(await createEnvWorkers(config, connection, sessionHost, logger.child({ role: 'env' }))));
-    if (has('workflows')) workers.push(await createWorkflowWorker(config, connection, sessionHost));
+    if (has('env')) workers.push(...(await createEnvWorkers(config, temporal, sessionHost, logger.child({ role: 'env' }))));
+    if (has('workflows')) workers.push(await createWorkflowWorker(config, temporal, sessionHost));
     sessionHost.busy.start();
     cleanups.push(
+      sampleEvery(GAUGE_SAMPLE_MS, () => trajflowMetrics().recordBusy('env', sessionHost.busyTracker.stats())),
       () => sessionHost.sessions.closeAll(),
       () => sessionHost.busy.stop(),
     );
@@ -108,27 +112,22 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   let pythonTrainer: PythonTrainer | undefined;
   let shuttingDown = false;
   if (has('trainer')) {
-    if (config.model.path) pythonTrainer = await startPythonTrainer(config, logger.child({ role: 'trainer' }));
-    else workers.push(await createTrainerWorker(config, connection, store, logger.child({ role: 'trainer' })));
+    if (config.model.path) pythonTrainer = await startPythonTrainer(config, target, logger.child({ role: 'trainer' }));
+    else workers.push(await createTrainerWorker(config, temporal, store, logger.child({ role: 'trainer' })));
   }
   const trainerExited = pythonTrainer?.done.then(() => {
     if (!shuttingDown) throw new Error('the Python trainer exited unexpectedly; restart this worker (completed train steps are kept)');
   });
 
-  let metricsUrl: string | undefined;
-  if (prometheusPort !== undefined) {
-    const server = await startMetricsServer({ port: prometheusPort, host, upstream: sdkMetrics ? `http://${temporalMetricsAddress}/metrics` : undefined });
-    metricsUrl = server.url;
-    cleanups.push(() => server.close());
-    logger.info({ metrics: metricsUrl }, 'Prometheus metrics endpoint');
-  }
+  const metricsUrl = exported ? `http://${metricsAddress}/metrics` : undefined;
+  if (metricsUrl) logger.info({ metrics: metricsUrl }, 'Prometheus metrics endpoint');
 
   const done = Promise.all([...workers.map((w) => w.run()), trainerExited]).then(async () => {
     for (const cleanup of cleanups) await cleanup();
-    await connection.close();
+    await temporal.connection.close();
     await tracer.flush();
   });
-  logger.info({ roles, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
+  logger.info({ roles, address: target.address, namespace: target.namespace, taskQueues: workers.map((w) => w.options.taskQueue) }, 'workers polling');
   return {
     done,
     flushEngineStats,

@@ -3,23 +3,25 @@
  * (a step saturates the CPU and owns the optimizer state). Run it as its own process: a train
  * step blocks this process's event loop for its duration.
  */
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createTrainerActivities } from '../activities/trainer';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
 import { buildId } from '../src/paths';
 import { CheckpointStore } from '../src/store/checkpointStore';
-import type { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrajectoryStorage } from '../src/store/trajectoryStore';
+import type { WorkerConnection } from '../src/temporal/connection';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { meterActivities } from '../src/metrics/activityMetrics';
+import { versioningOptions } from './deployment';
 import { taskQueuesFor } from './taskQueues';
 
-export async function createTrainerWorker(config: RunConfig, connection: NativeConnection, store: TrajectoryStore, logger: Logger): Promise<Worker> {
+export async function createTrainerWorker(config: RunConfig, temporal: WorkerConnection, store: TrajectoryStorage, logger: Logger): Promise<Worker> {
   return Worker.create({
-    connection,
-    namespace: config.temporal.namespace,
+    ...temporal,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
+    ...versioningOptions(config.temporal),
     activities: createTrainerActivities({
       model: config.model,
       compatibility: compatibilityOf(config, buildId()),

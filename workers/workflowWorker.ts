@@ -3,9 +3,11 @@
  * controller workflows. Deterministic orchestration only; all I/O happens in activities. The
  * episode sessions of `env.sessions: local` runs live here, served as local activities.
  */
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
+import type { WorkerConnection } from '../src/temporal/connection';
 import { traceSinks } from '../src/trace/sinks';
+import { versioningOptions } from './deployment';
 import type { SessionHost } from './sessionHost';
 import { taskQueuesFor } from './taskQueues';
 
@@ -15,12 +17,13 @@ import { taskQueuesFor } from './taskQueues';
  */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../src/trace/workflowInterceptors')];
 
-export async function createWorkflowWorker(config: RunConfig, connection: NativeConnection, sessionHost: SessionHost): Promise<Worker> {
+export async function createWorkflowWorker(config: RunConfig, temporal: WorkerConnection, sessionHost: SessionHost): Promise<Worker> {
   const bundlePath = process.env.TRAJFLOW_WORKFLOW_BUNDLE;
   return Worker.create({
-    connection,
-    namespace: config.temporal.namespace,
+    ...temporal,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
+    // With TRAJFLOW_BUILD_ID: a version of the deployment, every workflow pinned to it.
+    ...versioningOptions(config.temporal),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
     interceptors: { ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }), activity: sessionHost.activityInterceptors },
     // Local activities only: sessions of `env.sessions: local` trajectories.

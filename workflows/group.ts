@@ -10,9 +10,11 @@ import { trajectoryIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { failureReason } from './activityFailures';
+import { trajectoryDetails } from './details';
 import { admitSignal, groupFinishedSignal, slotFreedSignal } from './signals';
+import { activitySummary } from './summaries';
 import { trajectoryWorkflow } from './trajectory';
-import { episodeSpec, GroupInput } from './types';
+import { episodeSpec, GroupInput, type TrajectoryInput } from './types';
 
 export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   const { groupId, groupSize } = input;
@@ -37,15 +39,24 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   /** Starts trajectory `index`, follows it to its end and frees its slot. */
   async function play(index: number): Promise<void> {
     const trajectoryId = trajectoryIdOf(groupId, index);
+    const trajectory: TrajectoryInput = {
+      ...episodeSpec(input),
+      groupId,
+      trajectoryId,
+      envSeed: input.envSeed,
+      minPolicyVersion: slotVersions[index],
+      weightSync: input.weightSync,
+    };
     const child = await startChild(trajectoryWorkflow, {
       workflowId: trajectoryId,
       taskQueue: input.taskQueues.workflows,
-      args: [{ ...episodeSpec(input), groupId, trajectoryId, envSeed: input.envSeed, minPolicyVersion: slotVersions[index], weightSync: input.weightSync }],
+      args: [trajectory],
       typedSearchAttributes: searchAttributes.updateCopy([
         { key: SEARCH_ATTRIBUTES.kind, value: 'trajectory' },
         { key: SEARCH_ATTRIBUTES.status, value: 'running' },
       ]),
       staticSummary: `trajectory ${index + 1}/${groupSize} of ${groupId}`,
+      staticDetails: trajectoryDetails(trajectory),
     });
     const outcome = await child.result().then(
       (summary): TrajectoryOutcome => ({ ok: true, summary }),
@@ -66,7 +77,10 @@ export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   // Order by trajectory id so the record does not depend on which child finished first.
   const ordered = [...outcomes].sort((a, b) => idOf(a).localeCompare(idOf(b)));
   const summary = summarizeGroup(input.runId, groupId, ordered);
-  await recordGroup(summary);
+  await recordGroup.executeWithOptions(
+    { summary: activitySummary.recordGroup(input.groupIndex, summary.trajectoryIds.length, summary.failed.length, summary.rewardMean) },
+    [summary],
+  );
   await controller.signal(groupFinishedSignal, summary);
   return summary;
 }

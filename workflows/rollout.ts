@@ -38,6 +38,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
   while (!controller.done) {
     await controller.admit();
     trace(controller.countBlocked());
+    controller.showDetails();
     await condition(() => controller.changed);
     controller.changed = false;
     if (workflowInfo().continueAsNewSuggested) {
@@ -46,6 +47,7 @@ export async function rolloutWorkflow(input: RolloutInput, carried?: RolloutStat
     }
   }
   trace(false);
+  controller.showDetails();
   // Groups forwarded to the trainer by the last handlers must leave before this run closes.
   await condition(allHandlersFinished);
   return { ...status, runId: input.runId };

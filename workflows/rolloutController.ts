@@ -4,12 +4,13 @@
  * all of its slots; groups report freed slots and their end by signal, and in a training run the
  * trainer stops admission and announces published policy versions.
  */
-import { getExternalWorkflowHandle, log, ParentClosePolicy, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import { getExternalWorkflowHandle, log, ParentClosePolicy, setCurrentDetails, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { admissionAllowance } from '../src/core/admission';
 import { groupIdOf } from '../src/core/ids';
 import { hashString } from '../src/core/random';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
+import { groupDetails, rolloutDetails } from './details';
 import { groupWorkflow } from './group';
 import {
   admitSignal,
@@ -21,7 +22,7 @@ import {
   slotFreedSignal,
   stopAdmissionSignal,
 } from './signals';
-import { episodeSpec, RolloutInput } from './types';
+import { episodeSpec, type GroupInput, RolloutInput } from './types';
 
 /** State carried across continue-as-new. */
 export interface RolloutState {
@@ -154,6 +155,11 @@ export class RolloutController {
     await Promise.all(sends);
   }
 
+  /** Shows the controller's progress as its current details in the Web UI. */
+  showDetails(): void {
+    setCurrentDetails(rolloutDetails({ status: this.status, training: this.input.training }));
+  }
+
   /** Whether admission is held back (by the staleness bound or a weight sync) with slots to spare; counted when so. */
   countBlocked(): boolean {
     const { status, input } = this;
@@ -210,23 +216,22 @@ export class RolloutController {
     const count = Math.min(input.groupSize, this.freeSlots());
     this.state.openGroups[groupId] = { granted: count, freed: [] };
     this.grant(count);
+    const group: GroupInput = {
+      ...episodeSpec(input),
+      groupId,
+      groupIndex,
+      groupSize: input.groupSize,
+      envSeed: envSeedOf(input.runSeed, groupIndex),
+      controllerId: workflowInfo().workflowId,
+      initialAdmits: count,
+      policyVersion: this.slotVersion(),
+      weightSync: input.training?.weightSync,
+    };
     await startChild(groupWorkflow, {
       workflowId: groupId,
       taskQueue: input.taskQueues.workflows,
       parentClosePolicy: ParentClosePolicy.ABANDON,
-      args: [
-        {
-          ...episodeSpec(input),
-          groupId,
-          groupIndex,
-          groupSize: input.groupSize,
-          envSeed: envSeedOf(input.runSeed, groupIndex),
-          controllerId: workflowInfo().workflowId,
-          initialAdmits: count,
-          policyVersion: this.slotVersion(),
-          weightSync: input.training?.weightSync,
-        },
-      ],
+      args: [group],
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.run, value: input.runId },
         { key: SEARCH_ATTRIBUTES.kind, value: 'group' },
@@ -234,6 +239,7 @@ export class RolloutController {
         { key: SEARCH_ATTRIBUTES.group, value: groupId },
       ],
       staticSummary: `group ${groupIndex + 1}/${input.groups}: ${input.groupSize} trajectories of one ${input.envLabel} prompt`,
+      staticDetails: groupDetails(group),
     });
   }
 }

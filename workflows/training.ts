@@ -24,6 +24,7 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
   const run = new TrainingRun(input, carried);
   // Handlers first, so status answers while version 0 is still being prepared.
   run.setHandlers();
+  run.showDetails();
   if (!carried) {
     await run.preparePolicy();
     if (!run.state.stopping) await run.startRollouts();
@@ -43,5 +44,6 @@ export async function trainingWorkflow(input: TrainingInput, carried?: TrainingS
   }
   // A stop update is still telling the controller when the loop ends: let it answer first.
   await condition(allHandlersFinished);
+  run.ended();
   return { runId: input.runId, version: run.state.version, steps: run.state.step, groupsTrained: run.state.trained.length };
 }

@@ -7,15 +7,27 @@
  * only into a train step, and a train step is an idempotent activity keyed by its step number, so
  * retries and continue-as-new never train a group twice or skip one.
  */
-import { getExternalWorkflowHandle, log, ParentClosePolicy, proxyActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import {
+  type ActivityInterfaceFor,
+  getExternalWorkflowHandle,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { EvaluationActivities, EvaluationRecord } from '../activities/evaluation';
 import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import { groupIdOf, rolloutIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
+import { runDetails, trainingDetails } from './details';
 import { rolloutWorkflow } from './rollout';
 import { groupReadySignal, policyPublishedSignal, stopAdmissionSignal } from './signals';
+import { activitySummary, plural } from './summaries';
 import { pauseUpdate, resumeUpdate, stopUpdate, type TrainingStatus, trainingStatusQuery } from './trainingMessages';
 import { episodeSpec, type TrainingInput } from './types';
 import { untilMatchingWorker } from './workerMismatch';
@@ -38,12 +50,14 @@ export interface TrainingState {
 
 export class TrainingRun {
   readonly state: TrainingState;
-  private readonly activities: TrainerActivities;
-  private readonly evaluator: EvaluationActivities;
+  private readonly activities: ActivityInterfaceFor<TrainerActivities>;
+  private readonly evaluator: ActivityInterfaceFor<EvaluationActivities>;
   private readonly controllerId: string;
   /** Trace: when each group joined the queue (workflow memory, rebuilt by replay) and the depth. */
   private readonly queuedAt = new Map<string, number>();
   private readonly traceCounter = counterTracker();
+  /** The activity under way, for the Web UI (nothing while waiting for groups). */
+  private doing: string | undefined;
 
   constructor(
     private readonly input: TrainingInput,
@@ -86,19 +100,54 @@ export class TrainingRun {
     };
   }
 
+  /** Shows the run's progress as its current details in the Web UI. */
+  showDetails(): void {
+    const { trainer } = this.input;
+    setCurrentDetails(trainingDetails({ status: this.status(), trainer, now: this.doing ?? this.waitingFor() }));
+  }
+
+  /** The details' last word: the run trained all its steps, or was stopped before. */
+  ended(): void {
+    this.doing = this.finished ? 'finished' : 'stopped';
+    this.showDetails();
+  }
+
+  private waitingFor(): string {
+    const { state } = this;
+    if (this.finished) return 'finished';
+    if (state.stopping) return 'stopping';
+    const missing = this.batchIds().filter((id) => !state.pending.some((g) => g.groupId === id)).length;
+    if (missing === 0) return `step ${state.step}'s groups are all in`;
+    return `waiting for ${missing} of step ${state.step}'s ${plural(this.input.trainer.batchGroups, 'group')}`;
+  }
+
+  /** Runs `activity` while the details say `doing`. */
+  private async during<T>(doing: string, activity: () => Promise<T>): Promise<T> {
+    this.doing = doing;
+    this.showDetails();
+    try {
+      return await activity();
+    } finally {
+      this.doing = undefined;
+    }
+  }
+
   setHandlers(): void {
     const { state } = this;
     setHandler(trainingStatusQuery, () => this.status());
     setHandler(pauseUpdate, () => {
       state.paused = true;
+      this.showDetails();
       return this.status();
     });
     setHandler(resumeUpdate, () => {
       state.paused = false;
+      this.showDetails();
       return this.status();
     });
     setHandler(stopUpdate, async () => {
       state.stopping = true;
+      this.showDetails();
       await this.tellController((controller) => controller.signal(stopAdmissionSignal));
       return this.status();
     });
@@ -111,6 +160,7 @@ export class TrainingRun {
     state.pending.push(group);
     this.queuedAt.set(group.groupId, Date.now());
     this.traceQueue();
+    this.showDetails();
   }
 
   private traceQueue(): void {
@@ -120,18 +170,21 @@ export class TrainingRun {
   /** Version 0 of the policy (or the version a resumed run's checkpoints reached). */
   async preparePolicy(): Promise<void> {
     const { input } = this;
-    const prepared = await untilMatchingWorker('policy preparation', () =>
-      this.activities.preparePolicy({
-        runId: input.runId,
-        trainer: input.trainer,
-        temperature: input.sampling.temperature,
-        env: input.env,
-        agent: input.agent,
-        compatibility: input.compatibility,
-      }),
+    const request = {
+      runId: input.runId,
+      trainer: input.trainer,
+      temperature: input.sampling.temperature,
+      env: input.env,
+      agent: input.agent,
+      compatibility: input.compatibility,
+    };
+    const summary = activitySummary.preparePolicy(input.trainer.formatWarmupSteps);
+    const prepared = await this.during('preparing the policy', () =>
+      untilMatchingWorker('policy preparation', () => this.activities.preparePolicy.executeWithOptions({ summary }, [request])),
     );
     this.state.version = prepared.version;
     this.state.step = prepared.step;
+    this.showDetails();
   }
 
   /** Starts the rollout controller for the groups the remaining steps will train on. */
@@ -164,6 +217,12 @@ export class TrainingRun {
         { key: SEARCH_ATTRIBUTES.env, value: input.envLabel },
       ],
       staticSummary: `rollouts of training run ${input.runId}`,
+      staticDetails: runDetails(input, {
+        groups: (trainer.steps - state.step) * trainer.batchGroups,
+        groupSize: input.groupSize,
+        maxConcurrency: input.maxConcurrency,
+        trainer,
+      }),
     });
   }
 
@@ -193,17 +252,19 @@ export class TrainingRun {
       if (since !== undefined) traceSpan(input.runId, 'queue wait', 'queue', since, dequeuedAt, { group: id, step: state.step });
       this.queuedAt.delete(id);
     }
-    const result = await untilMatchingWorker(`train step ${state.step}`, () =>
-      this.activities.trainStep({
-        runId: input.runId,
-        step: state.step,
-        baseVersion: state.version,
-        groups: batch,
-        trainer: input.trainer,
-        temperature: input.sampling.temperature,
-        runStartedAt: state.startedAt,
-        compatibility: input.compatibility,
-      }),
+    const request = {
+      runId: input.runId,
+      step: state.step,
+      baseVersion: state.version,
+      groups: batch,
+      trainer: input.trainer,
+      temperature: input.sampling.temperature,
+      runStartedAt: state.startedAt,
+      compatibility: input.compatibility,
+    };
+    const summary = activitySummary.trainStep(state.step, state.version, batch.length);
+    const result = await this.during(`training step ${state.step} on ${plural(batch.length, 'group')}`, () =>
+      untilMatchingWorker(`train step ${state.step}`, () => this.activities.trainStep.executeWithOptions({ summary }, [request])),
     );
     state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
     state.trained.push(...batch.map((g) => g.groupId));
@@ -211,6 +272,7 @@ export class TrainingRun {
     state.version = result.version;
     state.step++;
     state.lastMetrics = result.metrics;
+    this.showDetails();
     await this.tellController((controller) => controller.signal(policyPublishedSignal, state.version));
   }
 
@@ -231,7 +293,11 @@ export class TrainingRun {
       runStartedAt: state.startedAt,
       compatibility: input.compatibility,
     };
-    state.lastEvaluation = await untilMatchingWorker('an evaluation', () => this.evaluator.evaluate(request));
+    const summary = activitySummary.evaluate(state.version, input.eval.episodes);
+    state.lastEvaluation = await this.during(`evaluating v${state.version}`, () =>
+      untilMatchingWorker('an evaluation', () => this.evaluator.evaluate.executeWithOptions({ summary }, [request])),
+    );
+    this.showDetails();
   }
 
   /**

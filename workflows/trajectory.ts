@@ -8,13 +8,15 @@
  * agent and environment run in the env worker, so any code can plug in without touching this
  * deterministic sandbox. Where each activity runs: ./trajectory/activities.
  */
-import { CancellationScope, log, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { CancellationScope, log, upsertSearchAttributes } from '@temporalio/workflow';
 import { solvedTask } from '../src/core/groupStats';
 import type { TrajectorySummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
 import { episodeFailure } from './activityFailures';
+import { activitySummary, timerSummary } from './summaries';
 import { trajectoryActivities, type TrajectoryActivities } from './trajectory/activities';
+import { Conversation } from './trajectory/conversation';
 import { withDeadline } from './trajectory/deadline';
 import { EpisodeSession } from './trajectory/session';
 import { EpisodeTally } from './trajectory/tally';
@@ -23,9 +25,11 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   const activities = trajectoryActivities(input);
   const tally = new EpisodeTally(input);
   const session = new EpisodeSession(input, activities);
+  const conversation = new Conversation(input);
   const { episodeTimeoutS } = input.agent;
   try {
-    if ((await withDeadline(episodeTimeoutS * 1000, () => play(input, activities, session, tally))) === 'expired') {
+    const deadline = timerSummary.episodeDeadline(episodeTimeoutS);
+    if ((await withDeadline(episodeTimeoutS * 1000, deadline, () => play(input, activities, { session, tally, conversation }))) === 'expired') {
       tally.end('timeout', `episode took longer than ${episodeTimeoutS} s (agent.episodeTimeoutS)`);
     }
   } catch (err) {
@@ -38,9 +42,11 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   }
 
   const { envReturn, turns, invalidActions } = tally;
-  const reward = await activities.computeReward({ envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight });
+  const reward = await activities.computeReward.executeWithOptions({ summary: activitySummary.computeReward(envReturn, turns, invalidActions) }, [
+    { envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight },
+  ]);
   const summary = tally.summary(reward, session.rebuilds, session.activityMs);
-  await activities.recordTrajectory(summary);
+  await activities.recordTrajectory.executeWithOptions({ summary: activitySummary.recordTrajectory(summary.status, reward) }, [summary]);
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: summary.status },
     { key: SEARCH_ATTRIBUTES.solved, value: solvedTask(summary) },
@@ -48,40 +54,52 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     { key: SEARCH_ATTRIBUTES.turns, value: turns },
     { key: SEARCH_ATTRIBUTES.policyVersion, value: summary.maxPolicyVersion },
   ]);
-  setCurrentDetails(
+  conversation.show(
     `${summary.status}: ${summary.reason}; reward ${reward}, ${turns} turns, ${summary.envSteps} env steps, ${invalidActions} unparseable answers`,
   );
   return summary;
 }
 
+interface Episode {
+  session: EpisodeSession;
+  tally: EpisodeTally;
+  conversation: Conversation;
+}
+
 /** The turns of the episode: generate, hand the answer to the session, account the outcome. */
-async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, session: EpisodeSession, tally: EpisodeTally): Promise<void> {
+async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, { session, tally, conversation }: Episode): Promise<void> {
   const { runId, trajectoryId } = input;
   const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
+  conversation.show('opening the environment session');
   let next = await session.open();
   while (tally.turns < input.agent.maxTurns) {
     const turn = tally.turns;
+    conversation.shown(turn, next);
     // Never cut short by the episode deadline: the activity stores the turn it generates, so a
     // turn in flight when time runs out is finished and counted rather than stored unaccounted.
     const reply = await CancellationScope.nonCancellable(() =>
-      generate({
-        runId,
-        runSeed: input.runSeed,
-        trajectoryId,
-        turn,
-        messages: next.messages,
-        ...(turn > 0 && next.freshContext ? { freshContext: true } : {}),
-        sampling: input.sampling,
-        policy,
-        compatibility: input.compatibility,
-      }),
+      generate.executeWithOptions({ summary: activitySummary.generate(turn, policy) }, [
+        {
+          runId,
+          runSeed: input.runSeed,
+          trajectoryId,
+          turn,
+          messages: next.messages,
+          ...(turn > 0 && next.freshContext ? { freshContext: true } : {}),
+          sampling: input.sampling,
+          policy,
+          compatibility: input.compatibility,
+        },
+      ]),
     );
     if (reply.completionTokens === 0 && reply.finishReason === 'context') {
       return tally.end('max_context', `context full (${reply.contextTokens} tokens) before turn ${turn}`);
     }
     tally.generated(reply);
+    conversation.answered(reply);
 
     const outcome = await session.turn(reply.text);
+    conversation.stepped(outcome);
     if (tally.answered(outcome) === 'ended') return;
     next = outcome.next!;
   }

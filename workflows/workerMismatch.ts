@@ -6,6 +6,7 @@
 import { ApplicationFailure, log, sleep } from '@temporalio/workflow';
 import { WORKER_MISMATCH } from '../src/core/failures';
 import { activityCause } from './activityFailures';
+import { timerSummary } from './summaries';
 
 const ASK_AGAIN_AFTER = '10 seconds';
 
@@ -24,7 +25,7 @@ export async function untilMatchingWorker<T>(what: string, call: () => Promise<T
       log.warn(`no worker matching this run took ${what} yet; asking again in ${ASK_AGAIN_AFTER}`, {
         reason: (activityCause(err) as ApplicationFailure).message,
       });
-      await sleep(ASK_AGAIN_AFTER);
+      await sleep(ASK_AGAIN_AFTER, { summary: timerSummary.askAgain(ASK_AGAIN_AFTER, what) });
     }
   }
 }

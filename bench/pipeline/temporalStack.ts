@@ -10,6 +10,7 @@ import type { Logger } from '../../src/log';
 import { freePort } from '../../src/ports';
 import { CheckpointStore } from '../../src/store/checkpointStore';
 import { TrajectoryStore } from '../../src/store/trajectoryStore';
+import { resolveTemporal } from '../../src/temporal/connection';
 import { startDevServer, stopDevServer } from '../../src/temporal/devServer';
 import { ROLLOUT_ROLES, startWorkers } from '../../workers/start';
 import { taskQueuesFor } from '../../workers/taskQueues';
@@ -44,6 +45,8 @@ export async function startTemporalStack(options: PipelineBenchOptions, dataDir:
   };
   try {
     const workerConfig = runConfigFor(options, place, STREAM_ETA1);
+    // The namespace the workers poll, resolved as they resolve it.
+    const { namespace } = resolveTemporal(workerConfig.temporal);
     const model = new SwitchableModel();
     const workers = await startWorkers(workerConfig, ROLLOUT_ROLES, logger, { provider: model });
     closers.push(() => workers.shutdown());
@@ -56,7 +59,7 @@ export async function startTemporalStack(options: PipelineBenchOptions, dataDir:
     // One step at a time, as the real trainer worker runs them.
     const trainerWorker = await Worker.create({
       connection: trainerConnection,
-      namespace: workerConfig.temporal.namespace,
+      namespace,
       taskQueue: taskQueuesFor(place.taskQueuePrefix).trainer,
       activities: trainer.activities,
       maxConcurrentActivityTaskExecutions: 1,
@@ -69,7 +72,7 @@ export async function startTemporalStack(options: PipelineBenchOptions, dataDir:
 
     const connection = await Connection.connect({ address: temporalAddress });
     closers.push(() => connection.close());
-    const client = new Client({ connection, namespace: workerConfig.temporal.namespace });
+    const client = new Client({ connection, namespace });
     return { place, serverPid: server?.pid, client, model, trainer, store, checkpoints, workerConfig, close };
   } catch (err) {
     await close();

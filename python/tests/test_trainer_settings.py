@@ -48,3 +48,30 @@ def test_refuses_a_model_path_without_a_model_and_a_file_that_is_not_json(tmp_pa
         load_settings(write(tmp_path, settings_json(tmp_path, tmp_path / "nowhere")))
     with pytest.raises(ValueError, match="cannot read it as JSON"):
         load_settings(write(tmp_path, "{not json"))
+
+
+def test_polls_as_a_deployment_version_only_when_the_typescript_side_names_one(tmp_path, model_dir):
+    from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+
+    from trajflow_py.trainer.worker import deployment_config
+
+    assert deployment_config(load_settings(write(tmp_path, settings_json(tmp_path / "data", model_dir)))) is None
+    versioned = {**settings_json(tmp_path / "data", model_dir), "deployment": {"deploymentName": "trajflow", "buildId": "b2"}}
+    config = deployment_config(load_settings(write(tmp_path, versioned)))
+    assert config is not None and config.use_worker_versioning
+    assert config.version == WorkerDeploymentVersion(deployment_name="trajflow", build_id="b2")
+    assert config.default_versioning_behavior == VersioningBehavior.PINNED
+
+
+def test_connects_with_the_connection_the_typescript_side_resolved(tmp_path, model_dir):
+    cert = tmp_path / "client.pem"
+    cert.write_text("CERT")
+    temporal = {"address": "ns.acct.tmprl.cloud:7233", "namespace": "ns.acct", "apiKey": "secret"}
+    temporal["tls"] = {"serverName": "ns.acct", "clientCert": {"path": str(cert)}, "clientKey": {"data": "KEY"}}
+    settings = load_settings(write(tmp_path, {**settings_json(tmp_path / "data", model_dir), "temporal": temporal}))
+    connect = settings.temporal.connect_config()
+    assert connect["target_host"] == "ns.acct.tmprl.cloud:7233" and connect["namespace"] == "ns.acct" and connect["api_key"] == "secret"
+    tls = connect["tls"]
+    assert tls.domain == "ns.acct" and tls.client_cert == b"CERT" and tls.client_private_key == b"KEY"
+    plain = load_settings(write(tmp_path, settings_json(tmp_path / "data", model_dir))).temporal.connect_config()
+    assert plain == {"target_host": "127.0.0.1:7233", "namespace": "default"}

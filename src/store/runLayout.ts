@@ -1,6 +1,7 @@
 /**
  * Where everything lives under the data directory, named here alone:
  *
+ *   <dataDir>/trajflow-data.json               the mark of a data directory (dataMarker.ts)
  *   <dataDir>/engines/<workerId>.json          inference engines' counters (statsReporter)
  *   <dataDir>/env-workers/<workerId>.json      env workers' busy time (metrics/busy)
  *   <dataDir>/runs/<runId>/
@@ -38,6 +39,11 @@ function checkId(kind: string, id: string): string {
 
 function numbered(n: number): string {
   return String(n).padStart(NUMBER_DIGITS, '0');
+}
+
+/** The data directory's mark: every host of a deployment must find it (dataMarker.ts). */
+export function dataMarkerFile(dataDir: string): string {
+  return path.join(dataDir, 'trajflow-data.json');
 }
 
 /** Where inference engines publish their counters. */

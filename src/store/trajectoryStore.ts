@@ -21,7 +21,26 @@ async function createJsonOnce<T>(file: string, value: T, options: WriteOptions):
   return (await readJson<T>(file)) as T;
 }
 
-export class TrajectoryStore {
+/**
+ * What workers store and read per trajectory: every use of turn records and summaries goes through
+ * this, so another backend (an object store: create-once is a conditional put) can replace the
+ * files below without touching the activities.
+ */
+export interface TrajectoryStorage {
+  /** Stores a turn unless one is already stored for (trajectory, turn); returns the stored one. */
+  putTurnOnce(runId: string, record: TurnRecord): Promise<TurnRecord>;
+  getTurn(runId: string, trajectoryId: string, turn: number): Promise<TurnRecord | undefined>;
+  /** Turns 0..turnCount-1 (all stored ones without a count); throws if one is missing. */
+  getTurns(runId: string, trajectoryId: string, turnCount?: number): Promise<TurnRecord[]>;
+  putTrajectory(summary: TrajectorySummary): Promise<void>;
+  getTrajectory(runId: string, trajectoryId: string): Promise<TrajectorySummary | undefined>;
+  listTrajectories(runId: string): Promise<string[]>;
+  putGroup(summary: GroupSummary): Promise<void>;
+  getGroup(runId: string, groupId: string): Promise<GroupSummary | undefined>;
+}
+
+/** TrajectoryStorage on a filesystem: the data directory, shared by every host of a deployment. */
+export class TrajectoryStore implements TrajectoryStorage {
   /** `options.durable` false only to measure what durability costs (bench/storage.ts). */
   constructor(
     readonly root: string,

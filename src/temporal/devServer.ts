@@ -8,6 +8,8 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, write
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ensureTemporalBinary } from './binary';
+import { prepareNamespace } from './cluster';
+import { DEFAULT_NAMESPACE } from './connection';
 import { searchAttributeCliArgs } from './searchAttributes';
 
 export interface DevServerOptions {
@@ -16,6 +18,11 @@ export interface DevServerOptions {
   port?: number;
   uiPort?: number;
   headless?: boolean;
+  /**
+   * A namespace to have ready besides `default` (which the server's flags prepare): created if
+   * missing and trajflow's search attributes registered, on a new server or one already running.
+   */
+  namespace?: string;
   log?: (line: string) => void;
 }
 
@@ -103,6 +110,23 @@ function sameTuning(info: DevServerInfo): boolean {
  * SQLite file, and workers and clients reconnect, so nothing running is lost.
  */
 export async function startDevServer(options: DevServerOptions): Promise<DevServerInfo> {
+  const info = await startOrReuse(options);
+  if (options.namespace && options.namespace !== DEFAULT_NAMESPACE) await readyNamespace(info.address, options.namespace);
+  return info;
+}
+
+/** `trajflow cluster prepare --create-namespace`, done for the dev server's own namespace. */
+async function readyNamespace(address: string, namespace: string): Promise<void> {
+  const connection = await Connection.connect({ address });
+  try {
+    const origin = { address: 'the dev server', namespace: 'the run' };
+    await prepareNamespace(connection, { address, namespace, profile: { address, namespace }, origin }, { createNamespace: true });
+  } finally {
+    await connection.close();
+  }
+}
+
+async function startOrReuse(options: DevServerOptions): Promise<DevServerInfo> {
   const existing = runningDevServer(options.dataDir);
   if (existing && sameTuning(existing)) {
     await waitForServer(existing.address);

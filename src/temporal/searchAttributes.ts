@@ -3,7 +3,7 @@
  * Double 3, Bool 3), so these are the ones a user filters trajectories by in the Web UI, e.g.
  * `TrajflowRun = "demo-1" AND TrajflowSolved = true` (episodes that solved the task), or
  * `TrajflowStatus = "ended"` (episodes that ran their course, solved or not).
- * Pure: imported by workflows and by the server launcher.
+ * Pure: imported by workflows, by the server launcher and by `trajflow cluster prepare`.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
@@ -21,14 +21,22 @@ export const SEARCH_ATTRIBUTES = {
   turns: defineSearchAttributeKey('TrajflowTurns', SearchAttributeType.INT),
 } as const;
 
-const CLI_TYPE_NAMES: Record<string, string> = {
+/** Each type as the Temporal CLI and Web UI name it. */
+const TYPE_NAMES: Record<SearchAttributeType, string> = {
+  [SearchAttributeType.TEXT]: 'Text',
   [SearchAttributeType.KEYWORD]: 'Keyword',
-  [SearchAttributeType.DOUBLE]: 'Double',
   [SearchAttributeType.INT]: 'Int',
+  [SearchAttributeType.DOUBLE]: 'Double',
   [SearchAttributeType.BOOL]: 'Bool',
+  [SearchAttributeType.DATETIME]: 'Datetime',
+  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList',
 };
+
+export function searchAttributeTypeName(type: SearchAttributeType): string {
+  return TYPE_NAMES[type];
+}
 
 /** `--search-attribute NAME=Type` arguments for `temporal server start-dev`. */
 export function searchAttributeCliArgs(): string[] {
-  return Object.values(SEARCH_ATTRIBUTES).flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`]);
+  return Object.values(SEARCH_ATTRIBUTES).flatMap((key) => ['--search-attribute', `${key.name}=${TYPE_NAMES[key.type]}`]);
 }

@@ -2,10 +2,13 @@
  * Test harness: configs pointed at the suite's dev server (started in globalSetup) with a fresh
  * data directory and task queue prefix per test, so tests never see each other's work.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseRunConfig } from '../../src/runConfig';
+import { newDataMarker } from '../../src/store/dataMarker';
+import { sealRecord } from '../../src/store/files';
+import { dataMarkerFile } from '../../src/store/runLayout';
 import type { RunConfig } from '../../config/schema';
 import { trainingInputOf } from '../../client/session';
 import type { TrainingInput } from '../../workflows/types';
@@ -20,7 +23,8 @@ let counter = 0;
 
 /**
  * A small config for tests; `overrides` are merged one level deep into the defaults, `topLevel`
- * keys (such as `modules`) are set as given.
+ * keys (such as `modules`) are set as given. Its data directory is new and marked, as `trajflow
+ * cluster prepare` leaves one, so `trajflow worker` processes accept it.
  */
 export function testConfig(name: string, overrides: Record<string, Record<string, unknown>> = {}, topLevel: Record<string, unknown> = {}): RunConfig {
   const base = process.env.TRAJFLOW_TEST_DATA_DIR ?? '/tmp';
@@ -39,7 +43,9 @@ export function testConfig(name: string, overrides: Record<string, Record<string
     const otherEnv = key === 'env' && value.name !== undefined && value.name !== sections.env.name;
     sections[key] = otherEnv ? value : { ...sections[key], ...value };
   }
-  return parseRunConfig({ ...sections, ...topLevel, dataDir: mkdtempSync(path.join(base, `${name}-`)) }, `test config ${name}`);
+  const dataDir = mkdtempSync(path.join(base, `${name}-`));
+  writeFileSync(dataMarkerFile(dataDir), sealRecord(newDataMarker()));
+  return parseRunConfig({ ...sections, ...topLevel, dataDir }, `test config ${name}`);
 }
 
 export async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {

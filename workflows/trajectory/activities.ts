@@ -4,7 +4,7 @@
  * worker holding it. With `env.sessions: local` the session lives in this workflow worker and
  * opening, turns, close and reward are local activities (no server round trip).
  */
-import { proxyActivities, proxyLocalActivities, type RetryPolicy } from '@temporalio/workflow';
+import { type ActivityFunction, proxyActivities, proxyLocalActivities, type RetryPolicy } from '@temporalio/workflow';
 import type { EnvActivities, SessionActivities } from '../../activities/environment';
 import type { InferenceActivities } from '../../activities/inference';
 import { SESSION_LOST } from '../../src/core/failures';
@@ -15,13 +15,21 @@ const ENV_RETRY: RetryPolicy = { initialInterval: '1 second', maximumInterval: '
 /** A lost session is not retried where it was lost: the trajectory rebuilds it elsewhere. */
 const SESSION_RETRY: RetryPolicy = { initialInterval: '1 second', maximumAttempts: 3, nonRetryableErrorTypes: [SESSION_LOST] };
 
+/**
+ * An activity that also takes a Web UI summary per call (`executeWithOptions` merges it into the
+ * proxy's options), whether it runs as a remote or a local activity.
+ */
+export type Summarized<F extends ActivityFunction> = F & {
+  executeWithOptions(options: { summary: string }, args: Parameters<F>): Promise<Awaited<ReturnType<F>>>;
+};
+
 export interface TrajectoryActivities {
-  generate: InferenceActivities['generate'];
-  openSession: EnvActivities['openSession'];
-  computeReward: EnvActivities['computeReward'];
-  recordTrajectory: EnvActivities['recordTrajectory'];
+  generate: Summarized<InferenceActivities['generate']>;
+  openSession: Summarized<EnvActivities['openSession']>;
+  computeReward: Summarized<EnvActivities['computeReward']>;
+  recordTrajectory: Summarized<EnvActivities['recordTrajectory']>;
   /** The turn and close activities of a session held by the worker polling `sessionQueue`. */
-  sessionAt(sessionQueue: string): SessionActivities;
+  sessionAt(sessionQueue: string): { [K in keyof SessionActivities]: Summarized<SessionActivities[K]> };
 }
 
 export function trajectoryActivities(input: TrajectoryInput): TrajectoryActivities {

@@ -11,6 +11,7 @@ import type { TurnOutcome } from '../../src/agents/episode';
 import { sessionIdOf } from '../../src/core/ids';
 import type { TrajectoryInput } from '../types';
 import { isSessionLost } from '../activityFailures';
+import { activitySummary } from '../summaries';
 import { untilMatchingWorker } from '../workerMismatch';
 import type { TrajectoryActivities } from './activities';
 
@@ -39,16 +40,19 @@ export class EpisodeSession {
   /** Opens the session (replaying the answers so far) and returns what the model is shown next. */
   async open(): Promise<NextTurn> {
     const { input } = this;
+    const summary = activitySummary.openSession(input.envSeed, this.answers.length);
     this.opened = await untilMatchingWorker('an environment session', () =>
-      this.activities.openSession({
-        sessionId: this.sessionId,
-        runId: input.runId,
-        env: input.env,
-        agent: input.agent,
-        envSeed: input.envSeed,
-        replayAnswers: this.answers,
-        compatibility: input.compatibility,
-      }),
+      this.activities.openSession.executeWithOptions({ summary }, [
+        {
+          sessionId: this.sessionId,
+          runId: input.runId,
+          env: input.env,
+          agent: input.agent,
+          envSeed: input.envSeed,
+          replayAnswers: this.answers,
+          compatibility: input.compatibility,
+        },
+      ]),
     );
     this.activityMs += this.opened.activityMs;
     return this.opened.next;
@@ -58,7 +62,10 @@ export class EpisodeSession {
   async turn(text: string): Promise<TurnOutcome> {
     for (;;) {
       try {
-        const outcome = await this.activities.sessionAt(this.opened!.sessionQueue).sessionTurn({ sessionId: this.sessionId, turn: this.answers.length, text });
+        const turn = this.answers.length;
+        const outcome = await this.activities
+          .sessionAt(this.opened!.sessionQueue)
+          .sessionTurn.executeWithOptions({ summary: activitySummary.sessionTurn(turn, text) }, [{ sessionId: this.sessionId, turn, text }]);
         this.activityMs += outcome.activityMs;
         this.answers.push(text);
         return outcome;
@@ -78,7 +85,7 @@ export class EpisodeSession {
     await CancellationScope.nonCancellable(() =>
       this.activities
         .sessionAt(sessionQueue)
-        .closeSession({ sessionId: this.sessionId })
+        .closeSession.executeWithOptions({ summary: activitySummary.closeSession(this.answers.length) }, [{ sessionId: this.sessionId }])
         .catch((err) => log.warn('closeSession failed', { trajectoryId: this.input.trajectoryId, error: String(err) })),
     );
   }

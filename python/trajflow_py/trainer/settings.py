@@ -4,6 +4,11 @@ The worker's settings file, written by the TypeScript CLI:
     {"temporal": {"address": "127.0.0.1:7233", "namespace": "default"},
      "taskQueue": "trajflow-trainer", "dataDir": "/abs/.trajflow", "modelPath": "/abs/model-dir",
      "compatibility": {"code": "...", "model": "...", "modules": "..."}, "identity": "optional"}
+
+`temporal` is the connection as the TypeScript side resolved it (src/temporal/connection.ts), and
+may also hold "apiKey", "tls" ({"disabled", "serverName", "serverCaCert", "clientCert",
+"clientKey"}, each file as {"path": ...} or {"data": PEM text}) and "grpcMeta": the trainer connects
+to the same cluster as the worker that started it, whatever its own environment says.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 from pathlib import Path
 
 from pydantic import Field
+from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 
 from .validation import CamelModel, parse
 
@@ -24,9 +30,51 @@ class Compatibility(CamelModel):
     modules: str
 
 
+class DataSource(CamelModel):
+    """A certificate or key: a file, or its PEM text."""
+
+    path: str | None = None
+    data: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path} if self.path is not None else {"data": self.data or ""}
+
+
+class TlsSettings(CamelModel):
+    disabled: bool | None = None
+    server_name: str | None = None
+    server_ca_cert: DataSource | None = None
+    client_cert: DataSource | None = None
+    client_key: DataSource | None = None
+
+
 class TemporalSettings(CamelModel):
     address: str = Field(min_length=1)
     namespace: str = Field(min_length=1)
+    api_key: str | None = None
+    tls: TlsSettings | None = None
+    grpc_meta: dict[str, str] = Field(default_factory=dict)
+
+    def connect_config(self) -> ClientConnectConfig:
+        """`Client.connect` keyword arguments, made by temporalio's own envconfig as its other tools do."""
+        profile: dict = {"address": self.address, "namespace": self.namespace, "grpc_meta": self.grpc_meta}
+        if self.api_key is not None:
+            profile["api_key"] = self.api_key
+        if self.tls is not None:
+            tls: dict = {"disabled": self.tls.disabled, "server_name": self.tls.server_name}
+            for key in ("server_ca_cert", "client_cert", "client_key"):
+                source = getattr(self.tls, key)
+                if source is not None:
+                    tls[key] = source.as_dict()
+            profile["tls"] = {k: v for k, v in tls.items() if v is not None}
+        return ClientConfigProfile.from_dict(profile).to_client_connect_config()
+
+
+class DeploymentVersion(CamelModel):
+    """The worker deployment version to poll as (workers/deployment.ts): set when TRAJFLOW_BUILD_ID is."""
+
+    deployment_name: str = Field(min_length=1)
+    build_id: str = Field(min_length=1)
 
 
 class WorkerSettings(CamelModel):
@@ -37,6 +85,8 @@ class WorkerSettings(CamelModel):
     model_path: Path
     compatibility: Compatibility
     identity: str | None = None
+    #: None: an unversioned worker, as without TRAJFLOW_BUILD_ID.
+    deployment: DeploymentVersion | None = None
 
 
 def load_settings(file: Path) -> WorkerSettings:

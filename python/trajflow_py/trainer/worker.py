@@ -27,7 +27,8 @@ from pathlib import Path
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from .log import Logger, configure_logging
 from .settings import WorkerSettings, load_settings
@@ -91,11 +92,21 @@ def on_stop_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, handle, sig)
 
 
+def deployment_config(settings: WorkerSettings) -> WorkerDeploymentConfig | None:
+    """A version of the worker deployment when the TypeScript side names one (TRAJFLOW_BUILD_ID), as its
+    own workers poll (workers/deployment.ts): pinned runs' train steps then reach trainers of their build."""
+    if settings.deployment is None:
+        return None
+    version = WorkerDeploymentVersion(deployment_name=settings.deployment.deployment_name, build_id=settings.deployment.build_id)
+    # Activities only: the behaviour applies to workflows, and is PINNED as on the TypeScript side.
+    return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED)
+
+
 async def serve(settings: WorkerSettings) -> int:
     stop = asyncio.Event()
     on_stop_signals(stop)
     # identity None: temporalio names the worker <pid>@<host>.
-    client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace, identity=settings.identity)
+    client = await Client.connect(**settings.temporal.connect_config(), identity=settings.identity)
     # The worker checks its namespace when it starts polling; checked here first, so that the
     # ready line is never printed by a worker about to fail.
     await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=settings.temporal.namespace))
@@ -117,6 +128,7 @@ async def serve(settings: WorkerSettings) -> int:
             max_concurrent_activities=1,
             graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_S),
             identity=settings.identity,
+            deployment_config=deployment_config(settings),
         )
         async with worker:
             logger.info("workers polling", taskQueue=settings.task_queue, namespace=settings.temporal.namespace, dataDir=str(settings.data_dir))
