@@ -7,7 +7,8 @@
  *   - model turns lost per kill (a `generate` attempt cut short and sampled again);
  *   - trajectories/s without and with kills, and their ratio.
  *
- * Options: --kill-minutes M (default 5), --calm-minutes C (default 2.5), --every S (default 30).
+ * Options: --kill-minutes M (default 5), --calm-minutes C (default 2.5), --every S (default 30),
+ * --quick (groups of 4, 16 in flight, one group a step: the smoke run's size).
  */
 import { mkdtempSync, promises as fs, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -42,6 +43,7 @@ async function main(): Promise<void> {
   const killSeconds = option('kill-minutes', 5) * 60;
   const calmSeconds = option('calm-minutes', 2.5) * 60;
   const everySeconds = option('every', 30);
+  const quick = process.argv.includes('--quick');
 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-soak-'));
   const port = await freePort();
@@ -55,7 +57,8 @@ async function main(): Promise<void> {
       temporal: { ...example.temporal, address: `127.0.0.1:${port}` },
       // Sessions in the env worker that gets killed, so every kill also costs the sessions it held.
       env: { ...example.env, sessions: 'env-worker' },
-      trainer: { ...example.trainer, steps: 10_000, formatWarmupSteps: 10 },
+      trainer: { ...example.trainer, steps: 10_000, formatWarmupSteps: 10, ...(quick ? { batchGroups: 1 } : {}) },
+      ...(quick ? { rollout: { ...example.rollout, groupSize: 4, maxConcurrency: 16 } } : {}),
       eval: { ...example.eval, everySteps: 0 },
     },
     'soak config',

@@ -76,13 +76,13 @@ describe('benchmark scripts at tiny sizes', () => {
 
   test('npm run soak: kills of the rollout worker lose and double-train nothing', async () => {
     // Exits 1 itself when a group was lost or trained twice.
-    const output = await expectSuccess('soak', ['--calm-minutes', '0.3', '--kill-minutes', '0.3', '--every', '6'], 240_000);
+    const output = await expectSuccess('soak', ['--quick', '--calm-minutes', '0.3', '--kill-minutes', '0.3', '--every', '6'], 180_000);
     expect(output).toMatch(/with kills: [\d.]+ trajectories\/s over 18 s, [1-3] SIGKILLs of the rollout worker/);
     expect(output).toMatch(/groups lost: 0; groups trained twice: 0/);
     // Groups report their trajectories when the whole group ends, so an 18 s calm stretch on a slow
     // machine can see none finish: the script then says so instead of printing a ratio.
     expect(output).toMatch(new RegExp(`throughput with kills / without: (${NUMBER}|n/a \\(no trajectory finished in the calm stretch)`));
-  });
+  }, 180_000);
 
   test('node dist/bench/tracing.js', async () => {
     const output = await expectSuccess('tracing', ['--rounds', '1', '--groups', '1'], 240_000);
