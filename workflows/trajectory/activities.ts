@@ -2,7 +2,7 @@
  * The activities a trajectory calls, and where each runs: `generate` on the inference queue; the
  * session's opening, reward and record on the env queue; its turns and close on the queue of the
  * worker holding it. With `env.sessions: local` the session lives in this workflow worker and
- * opening, turns, close and reward are local activities (no server round trip).
+ * everything but `generate` runs as local activities: no server round trip, no activity events.
  */
 import { type ActivityFunction, proxyActivities, proxyLocalActivities, type RetryPolicy } from '@temporalio/workflow';
 import type { EnvActivities, SessionActivities } from '../../activities/environment';
@@ -45,13 +45,12 @@ export function trajectoryActivities(input: TrajectoryInput): TrajectoryActiviti
     heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
     retry: ENV_RETRY,
   });
-  const { recordTrajectory } = envActivities;
   if (input.env.sessions === 'local') {
-    const { openSession, computeReward } = proxyLocalActivities<EnvActivities>({ startToCloseTimeout: '10 minutes', retry: ENV_RETRY });
+    const { openSession, computeReward, recordTrajectory } = proxyLocalActivities<EnvActivities>({ startToCloseTimeout: '10 minutes', retry: ENV_RETRY });
     const localSession = proxyLocalActivities<SessionActivities>({ startToCloseTimeout: '10 minutes', retry: SESSION_RETRY });
     return { generate, openSession, computeReward, recordTrajectory, sessionAt: () => localSession };
   }
-  const { openSession, computeReward } = envActivities;
+  const { openSession, computeReward, recordTrajectory } = envActivities;
   // Turns must reach the worker holding the session; if it is gone, nobody polls its queue and
   // schedule-to-start times out, which is the signal to rebuild the session. A live worker always
   // has a poll waiting on its own queue, so a turn starts there within milliseconds.
