@@ -9,18 +9,20 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../src/paths';
+import { freePort } from '../src/ports';
+import { stopDevServer } from '../src/temporal/devServer';
 
 interface ScriptRun {
   code: number | null;
   output: string;
 }
 
-/** Runs `dist/bench/<script>.js` with `args`; resolves with its exit code and everything it printed. */
-function runScript(script: string, args: string[], timeoutMs: number): Promise<ScriptRun> {
+/** Runs `dist/bench/<script>.js` with `args` (and `env` added); resolves with its exit code and everything it printed. */
+function runScript(script: string, args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<ScriptRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist', 'bench', `${script}.js`), ...args], {
       cwd: PROJECT_ROOT,
-      env: { ...process.env, HF_HUB_OFFLINE: '1' },
+      env: { ...process.env, HF_HUB_OFFLINE: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -39,8 +41,8 @@ function runScript(script: string, args: string[], timeoutMs: number): Promise<S
 }
 
 /** The script exited 0; returns what it printed (shown in full when it did not). */
-async function expectSuccess(script: string, args: string[], timeoutMs: number): Promise<string> {
-  const run = await runScript(script, args, timeoutMs);
+async function expectSuccess(script: string, args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<string> {
+  const run = await runScript(script, args, timeoutMs, env);
   if (run.code !== 0) throw new Error(`${script} ${args.join(' ')} exited ${run.code}:\n${run.output}`);
   return run.output;
 }
@@ -105,7 +107,12 @@ describe('benchmark scripts at tiny sizes', () => {
         eval: { everySteps: 1, episodes: 2 },
       }),
     );
-    const output = await expectSuccess('learning', ['--config', configFile, '--seeds', '7'], 180_000);
+    // Its --local run starts a dev server in the data directory: on a free port, not the default
+    // one a developer's own server may hold, and stopped afterwards.
+    const address = `127.0.0.1:${await freePort()}`;
+    const output = await expectSuccess('learning', ['--config', configFile, '--seeds', '7'], 180_000, { TEMPORAL_ADDRESS: address }).finally(() =>
+      stopDevServer(path.join(dir, 'data')),
+    );
     expect(output).toMatch(/^tiny.json seed 7 #1 \(.+\): 2 steps in \d+ s/m);
     expect(output).toMatch(/^ +sampled +50% /m);
     expect(output).toMatch(/^ +held-out 70%: median (\d+ s|never), worst (\d+ s|never) \(reached [01]\/1, held [01]\/1\)/m);
