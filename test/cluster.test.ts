@@ -7,7 +7,8 @@
  * the only thing they share; a short training run completes. The single-machine path
  * (`--local`) works on a namespace of its own too. And what must fail fast, in one
  * line: a worker whose data directory lacks its mark, an address that does not answer, a
- * namespace that does not exist, a certificate file that is not there.
+ * namespace that does not exist, a certificate file that is not there, a search attribute already
+ * there with another type (and then nothing is added).
  */
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -23,9 +24,12 @@ import { runningDevServer, waitForServer } from '../src/temporal/devServer';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 // Also points worker processes at the suite's prebuilt workflow bundle (TRAJFLOW_WORKFLOW_BUNDLE).
 import { tail } from './support/faultKit';
+import { eventually } from './support/harness';
 
 const CLI = path.join(PROJECT_ROOT, 'bin', 'trajflow.js');
 const NAMESPACE = 'trajtest';
+/** A namespace where one of trajflow's search attributes already exists with another type. */
+const CONFLICTING = 'trajconflict';
 const ROLES = ['workflows', 'inference', 'env', 'trainer'];
 
 /** A tiny training job: two steps of one group each. No `temporal:` section: the environment says where. */
@@ -83,7 +87,7 @@ describe('a Temporal cluster of its own', () => {
     env = { TEMPORAL_ADDRESS: address, TEMPORAL_NAMESPACE: NAMESPACE, TRAJFLOW_LOG_LEVEL: 'info' };
     // The Temporal CLI itself, not trajflow's launcher (which registers the search attributes).
     // The poll-rate values only make it quicker (see src/temporal/devServer.ts).
-    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--namespace', NAMESPACE];
+    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--namespace', NAMESPACE, '--namespace', CONFLICTING];
     args.push('--db-filename', path.join(dir, 'cluster.sqlite'), '--log-level', 'warn');
     for (const queue of ['transfer', 'timer', 'visibility']) args.push('--dynamic-config-value', `history.${queue}ProcessorMaxPollRPS=1000`);
     server = spawn(ensureTemporalBinary(), args, { stdio: 'ignore' });
@@ -141,6 +145,28 @@ describe('a Temporal cluster of its own', () => {
     const trained = await cli(['train', configFile, '--run-id', 'cluster-run'], env, { cwd: client, timeoutMs: 150_000 });
     if (trained.code !== 0) throw new Error(`train exited ${trained.code}:\n${trained.stderr}\n${workers.map((w) => tail(w.logFile, 1500)).join('\n')}`);
     expect(trained.stdout).toContain('training cluster-run: 2 steps, version 2');
+  });
+
+  it('refuses, in one line, a namespace where a search attribute has another type, and adds nothing', async () => {
+    const reward = SEARCH_ATTRIBUTES.reward.name;
+    const connection = await Connection.connect({ address });
+    const listed = async () => (await connection.operatorService.listSearchAttributes({ namespace: CONFLICTING })).customAttributes ?? {};
+    try {
+      await connection.operatorService.addSearchAttributes({
+        namespace: CONFLICTING,
+        searchAttributes: { [reward]: encodeSearchAttributeIndexedValueType('KEYWORD')! },
+      });
+      await eventually(async () => ((await listed())[reward] !== undefined ? true : undefined));
+      const run = await cli(['cluster', 'prepare'], { ...env, TEMPORAL_NAMESPACE: CONFLICTING });
+      expect(run.code).toBe(1);
+      expect(run.stderr.trim()).toBe(
+        `search attribute type conflict in namespace "${CONFLICTING}": ${reward} is Keyword there, trajflow needs Double (remove or rename it; nothing was added)`,
+      );
+      const after = await listed();
+      expect(Object.keys(after).filter((name) => name.startsWith('Trajflow'))).toEqual([reward]);
+    } finally {
+      await connection.close();
+    }
   });
 
   it('runs `--local` on a namespace other than default, which the dev server gets ready', async () => {

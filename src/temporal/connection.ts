@@ -165,6 +165,12 @@ export function namespaceError(target: TemporalTarget, err: unknown): TemporalCo
 }
 
 /** Checks that the namespace exists and that the credentials may use it. */
+/** A connection whose namespace check failed is closed, not leaked. */
+async function closeAndThrow(connection: { close(): Promise<void> }, err: unknown): Promise<never> {
+  await connection.close();
+  throw err;
+}
+
 async function checkNamespace(
   describe: (request: { namespace: string }) => Promise<unknown>,
   withDeadline: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>,
@@ -190,16 +196,11 @@ export async function connectClient(target: TemporalTarget, { checkNamespace: ch
     throw unreachable(target, options, err);
   }
   if (!check) return connection;
-  try {
-    await checkNamespace(
-      (request) => connection.workflowService.describeNamespace(request),
-      (deadline, fn) => connection.withDeadline(deadline, fn),
-      target,
-    );
-  } catch (err) {
-    await connection.close();
-    throw err;
-  }
+  await checkNamespace(
+    (request) => connection.workflowService.describeNamespace(request),
+    (deadline, fn) => connection.withDeadline(deadline, fn),
+    target,
+  ).catch((err) => closeAndThrow(connection, err));
   return connection;
 }
 
@@ -223,15 +224,10 @@ export async function connectWorker(target: TemporalTarget): Promise<WorkerConne
   } finally {
     clearTimeout(timer);
   }
-  try {
-    await checkNamespace(
-      (request) => connection.workflowService.describeNamespace(request),
-      (deadline, fn) => connection.withDeadline(deadline, fn),
-      target,
-    );
-  } catch (err) {
-    await connection.close();
-    throw err;
-  }
+  await checkNamespace(
+    (request) => connection.workflowService.describeNamespace(request),
+    (deadline, fn) => connection.withDeadline(deadline, fn),
+    target,
+  ).catch((err) => closeAndThrow(connection, err));
   return { connection, namespace: target.namespace };
 }
