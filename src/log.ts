@@ -76,7 +76,12 @@ export function installTemporalLogging(logger: Logger, options: { metrics?: Metr
       if (/^No (workflows|activities) registered/.test(message)) return;
       temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
     }),
-    ...(options.metrics ? { telemetryOptions: { metrics: options.metrics } } : {}),
+    telemetryOptions: {
+      // The SDK core's own warnings (a slow workflow task, a failed poll) through `logger` too, not
+      // printed to the console beside it, where they would break a progress bar and JSON output.
+      logging: { filter: { core: level, other: 'ERROR' }, forward: {} },
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+    },
   });
   return options.metrics !== undefined;
 }
