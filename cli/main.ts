@@ -15,6 +15,7 @@ import { ensureTemporalBinary } from '../src/temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { ClusterPrepareError } from '../src/temporal/cluster';
 import { connectClient, resolveTemporal, TemporalConnectionError } from '../src/temporal/connection';
+import { LOCAL_PORT } from '../src/temporal/defaults';
 import { DataDirNotMarkedError, requireDataMarker } from '../src/store/dataMarker';
 import { prepareCluster } from '../client/clusterPrepare';
 import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
@@ -63,7 +64,7 @@ server
   .command('start')
   .description('start the dev server in the background and print its addresses')
   .option('--data-dir <dir>', 'where the SQLite file and server log live', '.trajflow')
-  .option('--port <port>', 'frontend gRPC port', (v) => Number(v), 7233)
+  .option('--port <port>', 'frontend gRPC port', (v) => Number(v), LOCAL_PORT)
   .option('--ui-port <port>', 'Web UI port (default: port + 1000)', (v) => Number(v))
   .option('--headless', 'no Web UI')
   .option('--namespace <name>', "also create this namespace (if missing) with trajflow's search attributes")

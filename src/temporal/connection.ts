@@ -16,10 +16,8 @@ import { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile, type ClientConfigTLS } from '@temporalio/envconfig';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import type { TemporalConfig } from '../../config/schema';
+import { DEFAULT_NAMESPACE, LOCAL_ADDRESS } from './defaults';
 
-/** The local dev server's address (`trajflow server start`, `--local` runs). */
-export const LOCAL_ADDRESS = '127.0.0.1:7233';
-export const DEFAULT_NAMESPACE = 'default';
 /** Long enough for a far cluster's TLS handshake, short enough that a wrong address is noticed. */
 export const CONNECT_TIMEOUT_MS = 10_000;
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ensureTemporalBinary } from './binary';
 import { prepareNamespace } from './cluster';
-import { DEFAULT_NAMESPACE } from './connection';
+import { DEFAULT_NAMESPACE, LOCAL_PORT } from './defaults';
 import { searchAttributeCliArgs } from './searchAttributes';
 
 export interface DevServerOptions {
@@ -139,7 +139,7 @@ async function startOrReuse(options: DevServerOptions): Promise<DevServerInfo> {
   const dir = serverDir(options.dataDir);
   mkdirSync(dir, { recursive: true });
   const ip = options.ip ?? '127.0.0.1';
-  const port = options.port ?? 7233;
+  const port = options.port ?? LOCAL_PORT;
   const uiPort = options.uiPort ?? port + 1000;
   const dbFile = path.join(dir, 'temporal.sqlite');
   const logFile = path.join(dir, 'server.log');
