@@ -86,7 +86,8 @@ class WorkerProcess:
             text=True,
             env={**os.environ, **(env or {})},
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -112,6 +113,13 @@ class WorkerProcess:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
+
+    def output(self) -> str:
+        """Every line the process printed, for an assertion's message."""
+        self.reader.join(timeout=5)  # the pipe's end: the process has exited
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)
 
 
 @workflow.defn(name="CallTrainerActivity")
@@ -167,7 +175,8 @@ def test_serves_prepare_policy_refuses_mismatches_and_stops_on_sigterm(temporal_
         assert "model differs (run other, worker m-hash)" in cause.message
     finally:
         worker.process.send_signal(signal.SIGTERM)
-    assert worker.exit_code(timeout_s=25) == 0
+    code = worker.exit_code(timeout_s=25)
+    assert code == 0, worker.output()
 
 
 def test_exits_by_itself_once_its_parent_is_gone(temporal_address, tmp_path):
@@ -177,7 +186,8 @@ def test_exits_by_itself_once_its_parent_is_gone(temporal_address, tmp_path):
     worker.wait_for("workers polling")
     parent.kill()
     parent.wait()  # reaped: the pid no longer exists
-    assert worker.exit_code(timeout_s=20) == 0
+    code = worker.exit_code(timeout_s=20)
+    assert code == 0, worker.output()
 
 
 def test_a_bad_settings_file_names_the_field(tmp_path):
