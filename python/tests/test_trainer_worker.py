@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -39,6 +40,20 @@ pytestmark = pytest.mark.skipif(TEMPORAL is None, reason="no Temporal CLI under 
 
 
 def free_port() -> int:
+    """A free port below the OS's ephemeral range (as src/ports.ts draws them): the dev server picks
+    ports for its internal services by binding port 0, and could be handed one from that range
+    before its frontend binds it."""
+    try:
+        end = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        end = 32768
+    for _ in range(50):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", random.randrange(10000, max(end, 11000))))
+            except OSError:
+                continue
+            return s.getsockname()[1]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
