@@ -7,7 +7,9 @@
  *   - time and version at which held-out success first reached 70% and 95%;
  *   - whether each level held to the end: sampled levels by the mean of every later window of
  *     HOLD_WINDOW steps (one batch is 32 episodes, too few to judge a step alone), held-out
- *     levels by every later evaluation.
+ *     levels by every later evaluation;
+ *   - when each level settled: from where on it held to the end ("reaches it and stays there"),
+ *     which a run that first touched a level and dipped below it reaches later.
  *
  *   npm run bench:learning -- --config config/examples/frozenlake-train.yaml --seeds 1,2,3 --repeats 2 [--steps N]
  *
@@ -36,6 +38,13 @@ export interface Milestone {
   elapsedS?: number;
   /** Reached, and never fell below since (see the file comment). */
   held: boolean;
+  /**
+   * Where the level settled: the last step of the first HOLD_WINDOW-step window at or above it after
+   * which no window fell below (sampled), or the first evaluation after which none fell below
+   * (held-out); absent when the run did not end at the level.
+   */
+  settledAt?: number;
+  settledElapsedS?: number;
 }
 
 export interface LearningRun {
@@ -50,27 +59,41 @@ export interface LearningRun {
   finalHeldOut?: number;
 }
 
-/** Sampled levels: the first step at or above, and whether every later HOLD_WINDOW-step mean stayed there. */
+/** The index from which every later entry passes `ok` (the last one included), or -1 when the last fails. */
+function settledIndex(passes: readonly boolean[]): number {
+  let from = passes.length;
+  while (from > 0 && passes[from - 1]) from--;
+  return from < passes.length ? from : -1;
+}
+
+/**
+ * Sampled levels: the first step at or above, whether every later HOLD_WINDOW-step mean stayed
+ * there, and where the level settled.
+ */
 export function sampledMilestones(curve: readonly StepMetrics[], levels = SAMPLED_LEVELS): Milestone[] {
+  // windowMeans[i]: the mean of steps i .. i + HOLD_WINDOW - 1.
+  const windowMeans = curve.slice(HOLD_WINDOW - 1).map((_, i) => curve.slice(i, i + HOLD_WINDOW).reduce((sum, m) => sum + m.successRate, 0) / HOLD_WINDOW);
   return levels.map((level) => {
     const first = curve.findIndex((m) => m.successRate >= level);
     if (first < 0) return { level, held: false };
-    let held = true;
-    for (let end = first + HOLD_WINDOW; end <= curve.length; end++) {
-      const window = curve.slice(end - HOLD_WINDOW, end);
-      if (window.reduce((sum, m) => sum + m.successRate, 0) / HOLD_WINDOW < level) held = false;
-    }
-    return { level, at: curve[first].step, elapsedS: curve[first].elapsedS, held };
+    const held = windowMeans.every((mean, start) => start < first || mean >= level);
+    const reached = { level, at: curve[first].step, elapsedS: curve[first].elapsedS, held };
+    const settled = settledIndex(windowMeans.map((mean) => mean >= level));
+    if (settled < 0) return reached;
+    const end = curve[settled + HOLD_WINDOW - 1];
+    return { ...reached, settledAt: end.step, settledElapsedS: end.elapsedS };
   });
 }
 
-/** Held-out levels: the first evaluated version at or above, and whether every later one stayed there. */
+/** Held-out levels: the first evaluated version at or above, whether every later one stayed there, and where it settled. */
 export function heldOutMilestones(evaluations: readonly EvaluationRecord[], levels = HELD_OUT_LEVELS): Milestone[] {
   return levels.map((level) => {
     const first = evaluations.findIndex((e) => e.successRate >= level);
     if (first < 0) return { level, held: false };
     const held = evaluations.slice(first).every((e) => e.successRate >= level);
-    return { level, at: evaluations[first].version, elapsedS: evaluations[first].elapsedS, held };
+    const reached = { level, at: evaluations[first].version, elapsedS: evaluations[first].elapsedS, held };
+    const settled = settledIndex(evaluations.map((e) => e.successRate >= level));
+    return settled < 0 ? reached : { ...reached, settledAt: evaluations[settled].version, settledElapsedS: evaluations[settled].elapsedS };
   });
 }
 
@@ -137,7 +160,9 @@ const pct = (level: number) => `${Math.round(100 * level)}%`;
 function describeMilestone(m: Milestone, unit: 'step' | 'v'): string {
   if (m.at === undefined) return `${pct(m.level)} -`;
   const where = unit === 'step' ? `step ${m.at}` : `v${m.at}`;
-  return `${pct(m.level)} ${m.elapsedS?.toFixed(0) ?? '?'} s (${where})${m.held ? '' : ' lost'}`;
+  const settled =
+    m.settledAt === undefined ? '' : `, settled ${m.settledElapsedS?.toFixed(0) ?? '?'} s (${unit === 'step' ? `step ${m.settledAt}` : `v${m.settledAt}`})`;
+  return `${pct(m.level)} ${m.elapsedS?.toFixed(0) ?? '?'} s (${where})${m.held ? '' : ' lost'}${settled}`;
 }
 
 export function formatRun(r: LearningRun): string {
@@ -149,16 +174,22 @@ export function formatRun(r: LearningRun): string {
   ].join('\n');
 }
 
-/** Median and worst time to each level over `runs`; a run that never reached it counts as worst. */
+/**
+ * Median and worst time to each level over `runs`, first reached and settled; a run that never
+ * reached (or did not end at) the level counts as worst.
+ */
 export function formatSummary(config: string, runs: readonly LearningRun[]): string {
   const line = (label: string, pick: (r: LearningRun) => Milestone[]) =>
     pick(runs[0])
       .map((_, i) => {
-        const times = runs.map((r) => pick(r)[i].elapsedS ?? Infinity).sort((a, b) => a - b);
-        const reached = times.filter(Number.isFinite).length;
-        const held = runs.filter((r) => pick(r)[i].held).length;
+        const sorted = (time: (m: Milestone) => number | undefined) => runs.map((r) => time(pick(r)[i]) ?? Infinity).sort((a, b) => a - b);
         const seconds = (t: number) => (Number.isFinite(t) ? `${t.toFixed(0)} s` : 'never');
-        return `${pct(pick(runs[0])[i].level)}: median ${seconds(times[Math.floor((times.length - 1) / 2)])}, worst ${seconds(times.at(-1)!)} (reached ${reached}/${runs.length}, held ${held}/${runs.length})`;
+        const spread = (times: number[]) => `median ${seconds(times[Math.floor((times.length - 1) / 2)])}, worst ${seconds(times.at(-1)!)}`;
+        const reached = sorted((m) => m.elapsedS);
+        const settled = sorted((m) => m.settledElapsedS);
+        const held = runs.filter((r) => pick(r)[i].held).length;
+        const count = (times: number[]) => `${times.filter(Number.isFinite).length}/${runs.length}`;
+        return `${pct(pick(runs[0])[i].level)}: reached ${spread(reached)} (${count(reached)}, held ${held}/${runs.length}); settled ${spread(settled)} (${count(settled)})`;
       })
       .map((text) => `    ${label} ${text}`)
       .join('\n');

@@ -9,8 +9,8 @@ const evaluations = (rates: number[]) => rates.map((successRate, i) => ({ versio
 describe('sampled-success milestones', () => {
   test('first step at or above each level, with its time', () => {
     const [half, most] = sampledMilestones(curve([0.1, 0.5, 0.6, 0.85, 0.9, 0.9, 0.9, 0.9, 0.9]), [0.5, 0.8]);
-    expect(half).toEqual({ level: 0.5, at: 1, elapsedS: 20, held: true });
-    expect(most).toEqual({ level: 0.8, at: 3, elapsedS: 40, held: true });
+    expect(half).toEqual({ level: 0.5, at: 1, elapsedS: 20, held: true, settledAt: 4, settledElapsedS: 50 });
+    expect(most).toEqual({ level: 0.8, at: 3, elapsedS: 40, held: true, settledAt: 6, settledElapsedS: 70 }); // means 0.59, 0.75, 0.83, ...
   });
 
   test('a single bad step inside a good 5-step window does not count as lost; a collapse does', () => {
@@ -28,8 +28,35 @@ describe('sampled-success milestones', () => {
 describe('held-out milestones', () => {
   test('first evaluated version at or above; lost if any later evaluation falls below', () => {
     const [seventy, all] = heldOutMilestones(evaluations([0, 0.4, 0.75, 0.8, 0.6, 0.9]), [0.7, 0.95]);
-    expect(seventy).toEqual({ level: 0.7, at: 10, elapsedS: 100, held: false });
+    expect(seventy).toEqual({ level: 0.7, at: 10, elapsedS: 100, held: false, settledAt: 25, settledElapsedS: 250 });
     expect(all).toEqual({ level: 0.95, held: false });
-    expect(heldOutMilestones(evaluations([0, 0.75, 0.9, 0.8]), [0.7])[0]).toEqual({ level: 0.7, at: 5, elapsedS: 50, held: true });
+    expect(heldOutMilestones(evaluations([0, 0.75, 0.9, 0.8]), [0.7])[0]).toEqual({
+      level: 0.7,
+      at: 5,
+      elapsedS: 50,
+      held: true,
+      settledAt: 5,
+      settledElapsedS: 50,
+    });
+  });
+});
+
+describe('where a level settled (reached, and held from there to the end)', () => {
+  test('a run that touched the level, dipped and came back settles at the end of its first window that then never fell below', () => {
+    // Steps 0-9; the 5-step means ending at steps 4..9: 0.92, 0.92, 0.928, 0.936, 0.952, 0.96.
+    const [level] = sampledMilestones(curve([0.8, 0.96, 0.96, 0.92, 0.96, 0.8, 1, 1, 1, 1]), [0.95]);
+    expect(level).toEqual({ level: 0.95, at: 1, elapsedS: 20, held: false, settledAt: 8, settledElapsedS: 90 });
+  });
+
+  test('a run that ends below the level has not settled; one held from the start settles at its first full window', () => {
+    const [ended] = sampledMilestones(curve([1, 1, 1, 1, 1, 1, 0.5, 0.5]), [0.95]);
+    expect(ended).toEqual({ level: 0.95, at: 0, elapsedS: 10, held: false });
+    const [held] = sampledMilestones(curve([1, 1, 1, 1, 1, 1]), [0.95]);
+    expect(held).toMatchObject({ held: true, settledAt: 4 });
+  });
+
+  test('held-out: the first evaluation after which none fell below', () => {
+    const [seventy] = heldOutMilestones(evaluations([0.8, 0.2, 0.75, 0.9]), [0.7]);
+    expect(seventy).toEqual({ level: 0.7, at: 0, elapsedS: 0, held: false, settledAt: 10, settledElapsedS: 100 });
   });
 });
