@@ -76,9 +76,10 @@ export function sampledMilestones(curve: readonly StepMetrics[], levels = SAMPLE
   return levels.map((level) => {
     const first = curve.findIndex((m) => m.successRate >= level);
     if (first < 0) return { level, held: false };
-    const held = windowMeans.every((mean, start) => start < first || mean >= level);
-    const reached = { level, at: curve[first].step, elapsedS: curve[first].elapsedS, held };
     const settled = settledIndex(windowMeans.map((mean) => mean >= level));
+    // Held: settled no later than where it was first reached, so every window from there passed (a
+    // level first reached in the last steps must have the last window too).
+    const reached = { level, at: curve[first].step, elapsedS: curve[first].elapsedS, held: settled >= 0 && settled <= first };
     if (settled < 0) return reached;
     const end = curve[settled + HOLD_WINDOW - 1];
     return { ...reached, settledAt: end.step, settledElapsedS: end.elapsedS };
@@ -90,9 +91,8 @@ export function heldOutMilestones(evaluations: readonly EvaluationRecord[], leve
   return levels.map((level) => {
     const first = evaluations.findIndex((e) => e.successRate >= level);
     if (first < 0) return { level, held: false };
-    const held = evaluations.slice(first).every((e) => e.successRate >= level);
-    const reached = { level, at: evaluations[first].version, elapsedS: evaluations[first].elapsedS, held };
     const settled = settledIndex(evaluations.map((e) => e.successRate >= level));
+    const reached = { level, at: evaluations[first].version, elapsedS: evaluations[first].elapsedS, held: settled >= 0 && settled <= first };
     return settled < 0 ? reached : { ...reached, settledAt: evaluations[settled].version, settledElapsedS: evaluations[settled].elapsedS };
   });
 }

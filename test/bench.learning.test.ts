@@ -60,3 +60,8 @@ describe('where a level settled (reached, and held from there to the end)', () =
     expect(seventy).toEqual({ level: 0.7, at: 0, elapsedS: 0, held: false, settledAt: 10, settledElapsedS: 100 });
   });
 });
+
+test('a level first touched in the last steps holds only if the last 5-step window is at it', () => {
+  expect(sampledMilestones(curve([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.96]), [0.95])[0]).toEqual({ level: 0.95, at: 6, elapsedS: 70, held: false });
+  expect(sampledMilestones(curve([0.5, 0.96, 0.96, 0.96, 0.96, 0.96, 0.96]), [0.95])[0]).toMatchObject({ at: 1, held: true, settledAt: 5 });
+});
