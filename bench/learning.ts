@@ -59,7 +59,7 @@ export interface LearningRun {
   finalHeldOut?: number;
 }
 
-/** The index from which every later entry passes `ok` (the last one included), or -1 when the last fails. */
+/** The index from which every entry passes, to the last one; -1 when the last one does not. */
 function settledIndex(passes: readonly boolean[]): number {
   let from = passes.length;
   while (from > 0 && passes[from - 1]) from--;

@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import net from 'node:net';
 
-/** Where ports for servers are drawn from when the OS does not say where its ephemeral range starts. */
+/** Where the ephemeral range is taken to start when the OS does not say (Linux's default). */
 const FALLBACK_EPHEMERAL_START = 32768;
+/** The lowest port drawn: above the ports services are commonly configured on. */
 const LOWEST = 10000;
 const TRIES = 50;
 

@@ -115,7 +115,9 @@ describe('benchmark scripts at tiny sizes', () => {
     );
     expect(output).toMatch(/^tiny.json seed 7 #1 \(.+\): 2 steps in \d+ s/m);
     expect(output).toMatch(/^ +sampled +50% /m);
-    expect(output).toMatch(/^ +held-out 70%: reached median (\d+ s|never), worst (\d+ s|never) \([01]\/1, held [01]\/1\); settled median (\d+ s|never), worst (\d+ s|never) \([01]\/1\)/m);
+    expect(output).toMatch(
+      /^ +held-out 70%: reached median (\d+ s|never), worst (\d+ s|never) \([01]\/1, held [01]\/1\); settled median (\d+ s|never), worst (\d+ s|never) \([01]\/1\)/m,
+    );
   });
 
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
