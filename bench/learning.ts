@@ -159,10 +159,9 @@ const pct = (level: number) => `${Math.round(100 * level)}%`;
 
 function describeMilestone(m: Milestone, unit: 'step' | 'v'): string {
   if (m.at === undefined) return `${pct(m.level)} -`;
-  const where = unit === 'step' ? `step ${m.at}` : `v${m.at}`;
-  const settled =
-    m.settledAt === undefined ? '' : `, settled ${m.settledElapsedS?.toFixed(0) ?? '?'} s (${unit === 'step' ? `step ${m.settledAt}` : `v${m.settledAt}`})`;
-  return `${pct(m.level)} ${m.elapsedS?.toFixed(0) ?? '?'} s (${where})${m.held ? '' : ' lost'}${settled}`;
+  const when = (elapsedS: number | undefined, at: number) => `${elapsedS?.toFixed(0) ?? '?'} s (${unit === 'step' ? `step ${at}` : `v${at}`})`;
+  const settled = m.settledAt === undefined ? '' : `, settled ${when(m.settledElapsedS, m.settledAt)}`;
+  return `${pct(m.level)} ${when(m.elapsedS, m.at)}${m.held ? '' : ' lost'}${settled}`;
 }
 
 export function formatRun(r: LearningRun): string {

@@ -15,7 +15,7 @@ import { ensureTemporalBinary } from '../src/temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { ClusterPrepareError } from '../src/temporal/cluster';
 import { connectClient, resolveTemporal, TemporalConnectionError } from '../src/temporal/connection';
-import { LOCAL_PORT } from '../src/temporal/defaults';
+import { LOCAL_PORT, LOCAL_UI_URL } from '../src/temporal/defaults';
 import { DataDirNotMarkedError, requireDataMarker } from '../src/store/dataMarker';
 import { prepareCluster } from '../client/clusterPrepare';
 import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
@@ -278,7 +278,7 @@ program
   .option('--data-dir <dir>', "data directory (default: the config's, else .trajflow)")
   .option('-c, --config <file>', 'run config, for its data directory and namespace')
   .option('--out <dir>', 'output folder (default: <dataDir>/runs/<runId>/report)')
-  .option('--ui <url>', 'Temporal Web UI address', 'http://127.0.0.1:8233')
+  .option('--ui <url>', 'Temporal Web UI address', LOCAL_UI_URL)
   .action(async (runId, opts) => {
     const config = opts.config ? loadRunConfig(opts.config) : undefined;
     const dataDir: string = opts.dataDir ?? config?.dataDir ?? '.trajflow';

@@ -13,7 +13,7 @@ import { loadRunData, unionLength, type RunData, type TrajectoryTiming } from '.
 import { renderPng } from './raster';
 import { escapeXml, renderSvg } from './svg';
 import { runLayout } from '../store/runLayout';
-import { DEFAULT_NAMESPACE } from '../temporal/defaults';
+import { DEFAULT_NAMESPACE, LOCAL_UI_URL } from '../temporal/defaults';
 
 /** Mean per-trajectory times (ms) of some trajectories with trace timings. */
 export interface MeanTimes {
@@ -409,7 +409,7 @@ export interface ReportOptions {
 const ms = (x: number | undefined) => (x === undefined ? '' : x.toFixed(1));
 
 export function temporalLinks(runId: string, options: ReportOptions = {}): { run: string; trajectories: string; all: string } {
-  const ui = (options.uiUrl ?? 'http://127.0.0.1:8233').replace(/\/$/, '');
+  const ui = (options.uiUrl ?? LOCAL_UI_URL).replace(/\/$/, '');
   const ns = encodeURIComponent(options.namespace ?? DEFAULT_NAMESPACE);
   const query = (q: string) => `${ui}/namespaces/${ns}/workflows?query=${encodeURIComponent(q)}`;
   return {
