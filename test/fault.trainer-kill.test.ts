@@ -70,27 +70,45 @@ describe('trainer process SIGKILLed mid-step', () => {
       training.catch(() => undefined);
 
       // Kill while step >= 1 is taken by the trainer: the replacement then has to restore a
-      // published version (and its optimizer state) instead of starting from version 0.
-      const killed = await withClient((client) => {
-        const handle = client.workflow.getHandle(runId);
-        return waitFor(
-          'a train step (step >= 1) in progress on the trainer',
-          async () => {
-            const status = await handle.query(trainingStatusQuery).catch(() => undefined);
-            if (!status || status.step < 1) return undefined;
-            const { raw } = await handle.describe();
-            const inStep = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
-            return inStep ? { step: status.step, attempt: inStep.attempt ?? 1 } : undefined;
-          },
-          240_000,
-          100,
+      // published version (and its optimizer state) instead of starting from version 0. A step lasts
+      // a few hundred ms, so the kill can land after the trainer answered; then the server no longer
+      // holds the attempt, and the next step is killed instead.
+      let killed: { step: number; attempt: number; activityId: string } | undefined;
+      for (let fromStep = 1; !killed;) {
+        if (fromStep >= STEPS) throw new Error(`every kill from step 1 to ${STEPS - 1} landed after the trainer had answered its step`);
+        const inStep = await withClient((client) => {
+          const handle = client.workflow.getHandle(runId);
+          return waitFor(
+            `a train step (step >= ${fromStep}) in progress on the trainer`,
+            async () => {
+              const status = await handle.query(trainingStatusQuery).catch(() => undefined);
+              if (!status || status.step < fromStep) return undefined;
+              const { raw } = await handle.describe();
+              const pending = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
+              return pending ? { step: status.step, attempt: pending.attempt ?? 1, activityId: pending.activityId ?? '' } : undefined;
+            },
+            240_000,
+            50,
+          );
+        });
+        await killWorker(trainer);
+        trainer = undefined;
+        // With the trainer dead nothing can answer the attempt now (an answer already on the wire
+        // gets a second to arrive): still pending means it was lost.
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const lost = await withClient(async (client) =>
+          ((await client.workflow.getHandle(runId).describe()).raw.pendingActivities ?? []).some(
+            (a) => a.activityId === inStep.activityId && a.state === STARTED && (a.attempt ?? 1) === inStep.attempt,
+          ),
         );
-      });
-      await killWorker(trainer);
-      trainer = undefined;
-      const finishedBeforeKill = await exists(run.trainStepFile(killed.step));
-      console.log(`SIGKILLed the trainer in step ${killed.step} (attempt ${killed.attempt}); step result already written: ${finishedBeforeKill}`);
-      trainer = await spawnLoggedWorker('trainer', configFile, trainerLog);
+        const finishedBeforeKill = await exists(run.trainStepFile(inStep.step));
+        console.log(
+          `SIGKILLed the trainer in step ${inStep.step} (attempt ${inStep.attempt}); step result already written: ${finishedBeforeKill}; attempt lost: ${lost}`,
+        );
+        trainer = await spawnLoggedWorker('trainer', configFile, trainerLog);
+        if (lost) killed = inStep;
+        else fromStep = inStep.step + 1;
+      }
 
       // The dead attempt is detected by the step's heartbeat timeout, then retried.
       const summary = await within(training, 360_000, `training run ${runId} after the trainer kill`, async () => {

@@ -71,6 +71,18 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       // What the store holds once the worker is dead: a turn stored after this needed a session turn
       // on the new worker. (The inference worker lives on, so a turn file may still land meanwhile.)
       const afterKill = await storedTurns(store, runId);
+      // With local sessions, a trajectory's last turn, close, reward and record are local
+      // activities: their results become history only when the workflow task completes. One whose
+      // summary was written but whose task died with the worker replays from its last recorded
+      // turn, so only a workflow already closed at the kill counts as finished before it (with the
+      // worker dead, none can close meanwhile).
+      const closedAtKill = await withClient(async (client) => {
+        const closed: string[] = [];
+        for (const id of afterKill.finished) {
+          if ((await client.workflow.getHandle(id).describe()).status.name === 'COMPLETED') closed.push(id);
+        }
+        return closed;
+      });
       console.log(`SIGKILLed the workflow worker with ${atKill.finished} trajectories finished and ${atKill.inFlight} in flight`);
       expect(atKill.finished).toBeLessThan(GROUPS * GROUP_SIZE);
       workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
@@ -103,7 +115,7 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       });
       console.log(`generate activities retried: ${retriedGenerates}`);
       if (sessions === 'local') {
-        // The sessions died with the worker. A trajectory finished before the kill lost nothing; one
+        // The sessions died with the worker. A trajectory closed before the kill lost nothing; one
         // that stored a turn after it must have rebuilt its session first. At least one of those in
         // flight rebuilt: whether that shows as a later stored turn depends on where the kill fell
         // (between its generate and its session turn, the turn file is already there; before its
@@ -114,7 +126,7 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
         for (const id of await store.listTrajectories(runId)) {
           const { turns, envRestores } = (await store.getTrajectory(runId, id))!;
           rebuilt[id] = envRestores;
-          if (afterKill.finished.includes(id)) {
+          if (closedAtKill.includes(id)) {
             expect({ id, envRestores }).toEqual({ id, envRestores: 0 });
             continue;
           }
