@@ -20,7 +20,7 @@ import { spawnLoggedProcess, stopWorker, type LoggedWorker } from '../client/wor
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
 import { ensureTemporalBinary } from '../src/temporal/binary';
-import { runningDevServer, waitForServer } from '../src/temporal/devServer';
+import { runningDevServer, TUNING_ARGS, waitForServer } from '../src/temporal/devServer';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 // Also points worker processes at the suite's prebuilt workflow bundle (TRAJFLOW_WORKFLOW_BUNDLE).
 import { tail } from './support/faultKit';
@@ -86,10 +86,10 @@ describe('a Temporal cluster of its own', () => {
     address = `127.0.0.1:${port}`;
     env = { TEMPORAL_ADDRESS: address, TEMPORAL_NAMESPACE: NAMESPACE, TRAJFLOW_LOG_LEVEL: 'info' };
     // The Temporal CLI itself, not trajflow's launcher (which registers the search attributes).
-    // The poll-rate values only make it quicker (see src/temporal/devServer.ts).
+    // The tuning only makes it quicker (see src/temporal/devServer.ts).
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--namespace', NAMESPACE, '--namespace', CONFLICTING];
     args.push('--db-filename', path.join(dir, 'cluster.sqlite'), '--log-level', 'warn');
-    for (const queue of ['transfer', 'timer', 'visibility']) args.push('--dynamic-config-value', `history.${queue}ProcessorMaxPollRPS=1000`);
+    args.push(...TUNING_ARGS);
     server = spawn(ensureTemporalBinary(), args, { stdio: 'ignore' });
     await waitForServer(address);
   });
