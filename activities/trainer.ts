@@ -353,6 +353,12 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   // published as the next version (one version per step is what admission and resume count on).
   const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples) : NOTHING_TRAINED;
   Context.current().heartbeat();
+  if (train.undone) {
+    logger.warn(
+      { runId, step, updateKl: train.updateKl, maxUpdateKl: input.trainer.maxUpdateKl },
+      'train step undone: its updates moved the policy past trainer.maxUpdateKl; publishing the weights it started from',
+    );
+  }
 
   const version = baseVersion + 1;
   await publish(checkpoints, runId, version, trainer);

@@ -192,6 +192,12 @@ export const TrainerConfigSchema = z.strictObject({
   adamEpsilon: z.number().positive().default(1e-8),
   /** Optimizer steps per train batch (the batch is split into this many minibatches). */
   optimizerStepsPerBatch: positiveInt.default(1),
+  /**
+   * A trust region for each train step (embedded trainer): when the step's updates moved the policy
+   * further than this KL from where the step started (measured on its first minibatch's trained
+   * tokens), they are undone, and the step publishes the weights it started from. Off when unset.
+   */
+  maxUpdateKl: z.number().positive().optional(),
   /** Groups per train step. */
   batchGroups: positiveInt.default(4),
   /** Train steps in the run; each publishes one new weights version. */
@@ -313,6 +319,13 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'formatWarmupSteps'],
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
+      });
+    }
+    if (config.model.path !== undefined && config.trainer.maxUpdateKl !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'maxUpdateKl'],
+        message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
       });
     }
     if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {

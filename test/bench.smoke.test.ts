@@ -92,7 +92,7 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(output).toMatch(/events written while tracing was off: 0/);
   });
 
-  test('npm run bench:learning (one seed, two small train steps)', async () => {
+  test('npm run bench:learning (one seed, two small train steps), then a replay of its last step', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-'));
     const configFile = path.join(dir, 'tiny.json');
     writeFileSync(
@@ -118,6 +118,14 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(output).toMatch(
       /^ +held-out 70%: reached median (\d+ s|never), worst (\d+ s|never) \([01]\/1, held [01]\/1\); settled median (\d+ s|never), worst (\d+ s|never) \([01]\/1\)/m,
     );
+
+    // The embedded trainer is deterministic: step 1 trained again gives the metrics it recorded.
+    const runId = /^tiny\.json seed 7 #1 \((.+)\):/m.exec(output)![1];
+    const replay = await expectSuccess('replayStep', [runId, '1', '--data-dir', path.join(dir, 'data'), '--episodes', '2', '--max-update-kl', '1000'], 120_000);
+    const recorded = /recorded: (approxKl \S+, gradNorm \S+, loss \S+)$/m.exec(replay)?.[1];
+    expect(recorded).toBeDefined();
+    expect(replay).toContain(`replayed: ${recorded}; update KL `);
+    expect(replay).toMatch(new RegExp(`maxUpdateKl 1000\\)\n +success at temperature 1 over 2 episodes: v1 ${NUMBER}%, replayed v2 ${NUMBER}%`));
   });
 
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {

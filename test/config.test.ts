@@ -56,6 +56,11 @@ describe('run config', () => {
     expect(
       parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).env,
     ).toMatchObject({ holePenalty: 0.25 });
+    // The trust region is the embedded trainer's.
+    const realModel = { env: { name: 'frozenlake' }, model: { path: '/models/any' }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
+    expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();
+    expect(() => parseRunConfig({ ...realModel, trainer: { maxUpdateKl: 0.1 } })).toThrow(/trainer\.maxUpdateKl: is a setting of the embedded trainer/);
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { maxUpdateKl: -1 } })).toThrow(/trainer\.maxUpdateKl/);
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);

@@ -50,6 +50,19 @@ async function sampleBatch(weights: ModelWeights, count: number): Promise<Traini
   }
 }
 
+/** The parameters whose values differ, with the largest difference (a readable failure, where toEqual would print 100k floats). */
+function differences(a: Record<string, Float32Array>, b: Record<string, Float32Array>): string[] {
+  return Object.keys({ ...a, ...b }).flatMap((name) => {
+    const [x, y] = [a[name], b[name]];
+    if (!x || !y || x.length !== y.length) return [`${name}: ${x?.length} vs ${y?.length} values`];
+    let largest = 0;
+    x.forEach((value, i) => (largest = Math.max(largest, Math.abs(value - y[i]))));
+    return largest === 0 && Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(Buffer.from(y.buffer, y.byteOffset, y.byteLength))
+      ? []
+      : [`${name}: off by up to ${largest}`];
+  });
+}
+
 const create = (weights: ModelWeights = initWeights(config, 1), options = {}) =>
   PolicyTrainer.create({ weights, learningRate: 3e-3, loss: { temperature: TEMPERATURE }, ...options });
 
@@ -178,8 +191,56 @@ describe('PolicyTrainer', () => {
     trainer.dispose();
   });
 
-  it('leaks no tensors across steps', async () => {
-    const trainer = await create(initWeights(config, 1), { optimizerStepsPerBatch: 2 });
+  it('measures how far a batch moved the policy, and undoes a batch that moved it past maxUpdateKl', async () => {
+    // KL(before || after) by k3 over the first minibatch's trained tokens, recomputed here.
+    const firstHalf = batch.slice(0, batch.length / 2);
+    const logprobsOf = (trainer: PolicyTrainer) => firstHalf.map(({ ids }) => trainer.recomputeLogprobs(ids, TEMPERATURE));
+    const klBetween = (before: Float32Array[], after: Float32Array[]) => {
+      let sum = 0;
+      let count = 0;
+      firstHalf.forEach(({ lossMask }, b) =>
+        lossMask.forEach((m, i) => {
+          if (i === 0 || m !== 1) return;
+          const logRatio = after[b][i - 1] - before[b][i - 1];
+          sum += Math.exp(logRatio) - 1 - logRatio;
+          count++;
+        }),
+      );
+      return sum / count;
+    };
+    const weights = initWeights(config, 1);
+    const settings = { optimizerStepsPerBatch: 2 };
+
+    const unguarded = await create(weights, settings);
+    const plain = unguarded.trainBatch(batch);
+    const within = await create(weights, { ...settings, maxUpdateKl: 1e6 });
+    const before = logprobsOf(within);
+    const measured = within.trainBatch(batch);
+    expect(plain.updateKl).toBeUndefined();
+    expect(measured.undone).toBe(false);
+    expect(measured.updateKl).toBeGreaterThan(0);
+    expect(measured.updateKl).toBeCloseTo(klBetween(before, logprobsOf(within)), 6);
+    // Within the bound the guard changes nothing: the same weights as without it.
+    expect(differences(within.snapshot().params, unguarded.snapshot().params)).toEqual([]);
+
+    const beyond = await create(weights, { ...settings, maxUpdateKl: measured.updateKl! / 2 });
+    const refused = beyond.trainBatch(batch);
+    expect(refused).toMatchObject({ undone: true, updateKl: measured.updateKl });
+    expect(differences(beyond.snapshot().params, weights.params)).toEqual([]);
+    // Adam's state went back too (its step count sets the bias correction, so the update): the same
+    // batch again is the same first batch, moved as far, and undone again.
+    expect(beyond.checkpoint().optimizer.step).toBe(0);
+    expect(beyond.trainBatch(batch)).toMatchObject({ loss: refused.loss, undone: true, updateKl: measured.updateKl });
+    expect(differences(beyond.snapshot().params, weights.params)).toEqual([]);
+    for (const trainer of [unguarded, within, beyond]) trainer.dispose();
+  });
+
+  it('rejects a maxUpdateKl that is not a positive number', async () => {
+    await expect(create(initWeights(config, 1), { maxUpdateKl: 0 })).rejects.toThrow(/maxUpdateKl must be a finite number > 0, got 0/);
+  });
+
+  it.each([undefined, 1e6, 1e-12])('leaks no tensors across steps (maxUpdateKl %s)', async (maxUpdateKl) => {
+    const trainer = await create(initWeights(config, 1), { optimizerStepsPerBatch: 2, maxUpdateKl });
     const step = () => {
       trainer.trainBatch(batch);
       trainer.supervisedStep(batch);

@@ -42,6 +42,8 @@ export interface TrainerSettings {
   adamEpsilon: number;
   /** The batch is split into this many minibatches, one Adam step each. */
   optimizerStepsPerBatch: number;
+  /** A batch's updates that move the policy further than this (KL) are undone; undefined: never. */
+  maxUpdateKl?: number;
   loss: LossConfig;
 }
 
@@ -52,6 +54,7 @@ export function trainerSettings(config: TrainerConfig, temperature: number): Tra
     maxGradNorm: config.maxGradNorm,
     adamEpsilon: config.adamEpsilon,
     optimizerStepsPerBatch: config.optimizerStepsPerBatch,
+    ...(config.maxUpdateKl === undefined ? {} : { maxUpdateKl: config.maxUpdateKl }),
     loss: { ...config.loss, temperature },
   };
 }
@@ -86,6 +89,12 @@ export interface TrainMetrics {
   /** Time in forward and backward passes (and reference logprobs), and in clipping and Adam. */
   forwardBackwardMs: number;
   optimizerMs: number;
+  /**
+   * With maxUpdateKl: KL(policy before the batch || after it), estimated on the first minibatch's
+   * trained tokens, and whether the batch's updates were undone for exceeding the bound.
+   */
+  updateKl?: number;
+  undone?: boolean;
 }
 
 /** A batch with nothing to train: no optimizer step was taken. */
@@ -108,6 +117,13 @@ const BETA2 = 0.999;
 
 type Params = Record<string, tf.Variable>;
 
+interface SavedState {
+  params: Record<string, tf.Tensor>;
+  m: Record<string, tf.Tensor>;
+  v: Record<string, tf.Tensor>;
+  step: number;
+}
+
 export class PolicyTrainer {
   readonly config: ModelConfig;
   readonly lossConfig: LossConfig;
@@ -115,6 +131,7 @@ export class PolicyTrainer {
   readonly maxGradNorm: number;
   readonly adamEpsilon: number;
   readonly optimizerStepsPerBatch: number;
+  readonly maxUpdateKl: number | undefined;
   private readonly names: string[];
   private readonly params: Params;
   /** Adam's moment estimates per parameter, and the number of updates so far. */
@@ -131,7 +148,7 @@ export class PolicyTrainer {
   }
 
   private constructor({ weights, optimizer, reference, loss, ...settings }: TrainerOptions) {
-    const { learningRate, maxGradNorm, adamEpsilon, optimizerStepsPerBatch } = { ...SCHEMA_DEFAULTS, ...settings };
+    const { learningRate, maxGradNorm, adamEpsilon, optimizerStepsPerBatch, maxUpdateKl } = { ...SCHEMA_DEFAULTS, ...settings };
     const problem = weightsProblem(weights);
     if (problem) throw new Error(`invalid weights: ${problem}`);
     const positive = (name: string, value: number) => {
@@ -140,6 +157,7 @@ export class PolicyTrainer {
     positive('learningRate', learningRate);
     positive('maxGradNorm', maxGradNorm);
     positive('adamEpsilon', adamEpsilon);
+    if (maxUpdateKl !== undefined) positive('maxUpdateKl', maxUpdateKl);
     if (!Number.isSafeInteger(optimizerStepsPerBatch) || optimizerStepsPerBatch < 1) {
       throw new Error(`optimizerStepsPerBatch must be a positive integer, got ${optimizerStepsPerBatch}`);
     }
@@ -156,6 +174,7 @@ export class PolicyTrainer {
     this.maxGradNorm = maxGradNorm;
     this.adamEpsilon = adamEpsilon;
     this.optimizerStepsPerBatch = optimizerStepsPerBatch;
+    this.maxUpdateKl = maxUpdateKl;
     this.names = parameterSpecs(this.config).map(({ name }) => name);
     const state = optimizer ?? zeroState(weights);
     const stateProblem = !(Number.isSafeInteger(state.step) && state.step >= 0)
@@ -191,11 +210,17 @@ export class PolicyTrainer {
     let gradNormSum = 0;
     // Token-weighted sums of the per-sequence metric means.
     const sums = { clipFraction: 0, approxKl: 0, refKl: 0, entropy: 0 };
-    for (const minibatch of split(samples, steps)) {
+    const minibatches = split(samples, steps);
+    // The trust region's reference: the policy before the batch, and its logprobs on the first
+    // minibatch, read from that minibatch's own forward pass (it runs before any update).
+    const before = this.maxUpdateKl === undefined ? undefined : { state: this.saveState(), logprobs: [] as Float32Array[] };
+    for (const [index, minibatch] of minibatches.entries()) {
       const forwardStarted = performance.now();
       const refLogprobs = this.reference && minibatch.map(({ ids, lossMask }) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
       const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
-        const { loss: sequenceLoss, metrics } = policyLoss(lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]), this.lossConfig);
+        const inputs = lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]);
+        if (before && index === 0) before.logprobs.push(inputs.logprobs.dataSync() as Float32Array);
+        const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
         const tokens = maskedTokens([sample]);
         sums.clipFraction += read(metrics.clipFraction) * tokens;
         sums.approxKl += read(metrics.approxKl) * tokens;
@@ -215,6 +240,7 @@ export class PolicyTrainer {
         tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
       }
     }
+    const region = before && this.holdTrustRegion(minibatches[0], before.logprobs, before.state);
     const tokens = maskedTokens(samples);
     return {
       loss: lossSum / steps,
@@ -227,7 +253,57 @@ export class PolicyTrainer {
       sequences: samples.length,
       stepMs: performance.now() - started,
       ...timings,
+      ...region,
     };
+  }
+
+  /**
+   * Undoes the batch's updates (weights and Adam's state back to `state`) if they moved the policy
+   * further than maxUpdateKl from where the batch started, measured on `probe`'s trained tokens:
+   *
+   *   KL(before || after) ~ mean over tokens of  r - 1 - log r,   r = p_after(token) / p_before(token)
+   *
+   * (k3, with the tokens drawn by the behaviour policy, at most maxStaleness versions from
+   * `before`). Late in a run, when most groups all succeed, a rare failure carries a large
+   * advantage and Adam moves every parameter by about the learning rate whatever the gradient's
+   * size: one such step can flip a near-certain move and the run collapses. Disposes `state`.
+   */
+  private holdTrustRegion(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[], state: SavedState): { updateKl: number; undone: boolean } {
+    try {
+      const { temperature } = this.lossConfig;
+      let sum = 0;
+      let count = 0;
+      probe.forEach(({ ids, lossMask }, i) => {
+        const targets = trainedTargets(lossMask);
+        const after = sequenceLogprobs(this.policy, ids, temperature, targets);
+        for (const t of targets) {
+          const logRatio = after[t] - beforeLogprobs[i][t];
+          sum += Math.exp(logRatio) - 1 - logRatio;
+          count++;
+        }
+      });
+      const updateKl = sum / count;
+      const undone = updateKl > this.maxUpdateKl!;
+      if (undone) this.restoreState(state);
+      return { updateKl, undone };
+    } finally {
+      tf.dispose([...Object.values(state.params), ...Object.values(state.m), ...Object.values(state.v)]);
+    }
+  }
+
+  /** A copy of the weights and Adam's state, to go back to. */
+  private saveState(): SavedState {
+    const copy = (vars: Params) => Object.fromEntries(this.names.map((name) => [name, tf.clone(vars[name])]));
+    return { params: copy(this.params), m: copy(this.m), v: copy(this.v), step: this.step };
+  }
+
+  private restoreState(state: SavedState): void {
+    for (const name of this.names) {
+      this.params[name].assign(state.params[name]);
+      this.m[name].assign(state.m[name]);
+      this.v[name].assign(state.v[name]);
+    }
+    this.step = state.step;
   }
 
   /**

@@ -1,0 +1,153 @@
+/**
+ * One train step of a stored run, trained again in this process: the same groups, from the same
+ * checkpoint (weights and Adam's state), through the trainer worker's own `trainStep`. The embedded
+ * trainer is deterministic, so the step's metrics come out as the run recorded them; then the
+ * policy before and after the step each play episodes at the run's sampling temperature. What a
+ * step did to a run that collapsed can be looked at here, and again with another trust region
+ * (`--max-update-kl`, see trainer.maxUpdateKl).
+ *
+ *   npm run build && node dist/bench/replayStep.js <runId> <step> [--data-dir .trajflow]
+ *     [--max-update-kl X] [--episodes 64]
+ *
+ * The run's directory is only read: the replay writes into a directory of its own (which links to
+ * the run's stored groups and trajectories).
+ */
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createTrainerActivities, type TrainStepOutput } from '../activities/trainer';
+import type { RunConfig } from '../config/schema';
+import { readLearningCurve } from '../client/learningCurve';
+import { compatibilityOf } from '../src/core/compatibility';
+import type { GroupSummary } from '../src/core/records';
+import { createLogger } from '../src/log';
+import { buildId } from '../src/paths';
+import { loadCheckpoint } from '../src/model/weights';
+import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
+import { loadRunConfig } from '../src/runConfig';
+import { CheckpointStore } from '../src/store/checkpointStore';
+import { runLayout } from '../src/store/runLayout';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+
+interface Options {
+  runId: string;
+  step: number;
+  dataDir: string;
+  maxUpdateKl?: number;
+  episodes: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { 'data-dir': { type: 'string', default: '.trajflow' }, 'max-update-kl': { type: 'string' }, episodes: { type: 'string', default: '64' } },
+  });
+  const [runId, stepText] = positionals;
+  const step = Number(stepText);
+  if (!runId || !Number.isSafeInteger(step) || step < 0)
+    throw new Error('usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--episodes N]');
+  const number = (name: string, text: string | undefined) => {
+    const value = Number(text);
+    if (text === undefined) return undefined;
+    if (!(Number.isFinite(value) && value > 0)) throw new Error(`--${name} must be a number > 0, got ${text}`);
+    return value;
+  };
+  return {
+    runId,
+    step,
+    dataDir: values['data-dir'],
+    maxUpdateKl: number('max-update-kl', values['max-update-kl']),
+    episodes: Math.round(number('episodes', values.episodes)!),
+  };
+}
+
+/** A data directory for the replay: the run's config, the step's starting checkpoint, and links to its stored episodes. */
+function replayDir(options: Options, baseVersion: number): string {
+  const source = runLayout(options.dataDir, options.runId);
+  const root = mkdtempSync(path.join(os.tmpdir(), 'trajflow-replay-'));
+  const target = runLayout(root, options.runId);
+  mkdirSync(target.checkpointsDir, { recursive: true });
+  const checkpoint = (layout: string) => new CheckpointStore(layout).file(options.runId, baseVersion);
+  copyFileSync(checkpoint(options.dataDir), checkpoint(root));
+  for (const [from, to] of [
+    [source.groupsDir, target.groupsDir],
+    [source.trajectoriesDir, target.trajectoriesDir],
+  ]) {
+    symlinkSync(path.resolve(from), to);
+  }
+  return root;
+}
+
+async function successRate(config: RunConfig, file: string, episodes: number): Promise<number> {
+  const { weights } = await loadCheckpoint(file);
+  const result = await evaluatePolicy({
+    weights,
+    maxBatch: config.inference.maxBatch,
+    env: config.env,
+    agent: config.agent,
+    envSeeds: evaluationSeeds(config.run.seed, episodes),
+    temperature: config.sampling.temperature,
+    maxTokens: config.sampling.maxTokens,
+  });
+  return result.successRate;
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const { runId, step } = options;
+  const run = runLayout(options.dataDir, runId);
+  if (!existsSync(run.configFile)) throw new Error(`no run ${runId} under ${path.resolve(options.dataDir)} (no ${run.configFile})`);
+  const config = loadRunConfig(run.configFile);
+  const recorded = (await readLearningCurve(run)).find((metrics) => metrics.step === step);
+  if (!recorded) throw new Error(`run ${runId} has no metrics for step ${step} in ${run.metricsFile}`);
+  const baseVersion = recorded.version - 1;
+  const trainer = options.maxUpdateKl === undefined ? config.trainer : { ...config.trainer, maxUpdateKl: options.maxUpdateKl };
+
+  const root = replayDir(options, baseVersion);
+  try {
+    const store = new TrajectoryStore(root);
+    const groups: GroupSummary[] = [];
+    for (const groupId of recorded.groupIds) {
+      const group = await store.getGroup(runId, groupId);
+      if (!group) throw new Error(`group ${groupId} of step ${step} is not stored`);
+      groups.push(group);
+    }
+    const logger = createLogger('replay');
+    logger.level = 'warn';
+    const checkpoints = new CheckpointStore(root);
+    const activities = createTrainerActivities({
+      model: config.model,
+      compatibility: compatibilityOf(config, buildId()),
+      store,
+      checkpoints,
+      dataDir: root,
+      logger,
+    });
+    // The activity heartbeats: it runs in a mock activity context, as the orchestration bench's do.
+    const input = { runId, step, baseVersion, groups, trainer, temperature: config.sampling.temperature };
+    const { metrics } = (await new MockActivityEnvironment().run(() => activities.trainStep(input))) as TrainStepOutput;
+    const kl = (value: number | undefined) => (value === undefined ? '-' : value.toPrecision(3));
+    console.log(`run ${runId}, step ${step} (v${baseVersion} -> v${baseVersion + 1}), ${groups.length} groups, ${metrics.sequences} sequences`);
+    console.log(`  recorded: approxKl ${kl(recorded.approxKl)}, gradNorm ${recorded.gradNorm.toPrecision(3)}, loss ${recorded.loss.toPrecision(4)}`);
+    console.log(
+      `  replayed: approxKl ${kl(metrics.approxKl)}, gradNorm ${metrics.gradNorm.toPrecision(3)}, loss ${metrics.loss.toPrecision(4)}; ` +
+        `update KL ${kl(metrics.updateKl)} (maxUpdateKl ${trainer.maxUpdateKl ?? 'off'})${metrics.undone ? ', undone' : ''}`,
+    );
+    const before = await successRate(config, checkpoints.file(runId, baseVersion), options.episodes);
+    const after = await successRate(config, checkpoints.file(runId, baseVersion + 1), options.episodes);
+    const percent = (rate: number) => `${Math.round(100 * rate)}%`;
+    console.log(
+      `  success at temperature ${config.sampling.temperature} over ${options.episodes} episodes: v${baseVersion} ${percent(before)}, replayed v${baseVersion + 1} ${percent(after)}`,
+    );
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});
