@@ -214,33 +214,39 @@ export class PolicyTrainer {
     // The trust region's reference: the policy before the batch, and its logprobs on the first
     // minibatch, read from that minibatch's own forward pass (it runs before any update).
     const before = this.maxUpdateKl === undefined ? undefined : { state: this.saveState(), logprobs: [] as Float32Array[] };
-    for (const [index, minibatch] of minibatches.entries()) {
-      const forwardStarted = performance.now();
-      const refLogprobs = this.reference && minibatch.map(({ ids, lossMask }) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
-      const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
-        const inputs = lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]);
-        if (before && index === 0) before.logprobs.push(inputs.logprobs.dataSync() as Float32Array);
-        const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
-        const tokens = maskedTokens([sample]);
-        sums.clipFraction += read(metrics.clipFraction) * tokens;
-        sums.approxKl += read(metrics.approxKl) * tokens;
-        sums.entropy += read(metrics.entropy) * tokens;
-        if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
-        return sequenceLoss;
-      });
-      const optimizerStarted = performance.now();
-      gradNormSum += this.applyGradients(grads, this.learningRate);
-      const optimizerEnded = performance.now();
-      lossSum += loss;
-      timings.forwardBackwardMs += optimizerStarted - forwardStarted;
-      timings.optimizerMs += optimizerEnded - optimizerStarted;
-      if (tracer.enabled) {
-        const attrs = { sequences: minibatch.length, tokens: maskedTokens(minibatch) };
-        tracer.complete('forward/backward', perfToUs(forwardStarted), perfToUs(optimizerStarted), { cat: 'trainer', role: 'trainer', attrs });
-        tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
+    let region: { updateKl: number; undone: boolean } | undefined;
+    try {
+      for (const [index, minibatch] of minibatches.entries()) {
+        const forwardStarted = performance.now();
+        const refLogprobs =
+          this.reference && minibatch.map(({ ids, lossMask }) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
+        const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
+          const inputs = lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]);
+          if (before && index === 0) before.logprobs.push(inputs.logprobs.dataSync() as Float32Array);
+          const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
+          const tokens = maskedTokens([sample]);
+          sums.clipFraction += read(metrics.clipFraction) * tokens;
+          sums.approxKl += read(metrics.approxKl) * tokens;
+          sums.entropy += read(metrics.entropy) * tokens;
+          if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
+          return sequenceLoss;
+        });
+        const optimizerStarted = performance.now();
+        gradNormSum += this.applyGradients(grads, this.learningRate);
+        const optimizerEnded = performance.now();
+        lossSum += loss;
+        timings.forwardBackwardMs += optimizerStarted - forwardStarted;
+        timings.optimizerMs += optimizerEnded - optimizerStarted;
+        if (tracer.enabled) {
+          const attrs = { sequences: minibatch.length, tokens: maskedTokens(minibatch) };
+          tracer.complete('forward/backward', perfToUs(forwardStarted), perfToUs(optimizerStarted), { cat: 'trainer', role: 'trainer', attrs });
+          tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
+        }
       }
+      region = before && this.holdTrustRegion(minibatches[0], before.logprobs, before.state);
+    } finally {
+      if (before) disposeState(before.state);
     }
-    const region = before && this.holdTrustRegion(minibatches[0], before.logprobs, before.state);
     const tokens = maskedTokens(samples);
     return {
       loss: lossSum / steps,
@@ -266,29 +272,25 @@ export class PolicyTrainer {
    * (k3, with the tokens drawn by the behaviour policy, at most maxStaleness versions from
    * `before`). Late in a run, when most groups all succeed, a rare failure carries a large
    * advantage and Adam moves every parameter by about the learning rate whatever the gradient's
-   * size: one such step can flip a near-certain move and the run collapses. Disposes `state`.
+   * size: one such step can flip a near-certain move and the run collapses.
    */
   private holdTrustRegion(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[], state: SavedState): { updateKl: number; undone: boolean } {
-    try {
-      const { temperature } = this.lossConfig;
-      let sum = 0;
-      let count = 0;
-      probe.forEach(({ ids, lossMask }, i) => {
-        const targets = trainedTargets(lossMask);
-        const after = sequenceLogprobs(this.policy, ids, temperature, targets);
-        for (const t of targets) {
-          const logRatio = after[t] - beforeLogprobs[i][t];
-          sum += Math.exp(logRatio) - 1 - logRatio;
-          count++;
-        }
-      });
-      const updateKl = sum / count;
-      const undone = updateKl > this.maxUpdateKl!;
-      if (undone) this.restoreState(state);
-      return { updateKl, undone };
-    } finally {
-      tf.dispose([...Object.values(state.params), ...Object.values(state.m), ...Object.values(state.v)]);
-    }
+    const { temperature } = this.lossConfig;
+    let sum = 0;
+    let count = 0;
+    probe.forEach(({ ids, lossMask }, i) => {
+      const targets = trainedTargets(lossMask);
+      const after = sequenceLogprobs(this.policy, ids, temperature, targets);
+      for (const t of targets) {
+        const logRatio = after[t] - beforeLogprobs[i][t];
+        sum += Math.exp(logRatio) - 1 - logRatio;
+        count++;
+      }
+    });
+    const updateKl = sum / count;
+    const undone = updateKl > this.maxUpdateKl!;
+    if (undone) this.restoreState(state);
+    return { updateKl, undone };
   }
 
   /** A copy of the weights and Adam's state, to go back to. */
@@ -443,6 +445,10 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
 /** `items` as `parts` contiguous runs whose lengths differ by at most one. */
 function split<T>(items: readonly T[], parts: number): T[][] {
   return Array.from({ length: parts }, (_, k) => items.slice(Math.floor((k * items.length) / parts), Math.floor(((k + 1) * items.length) / parts)));
+}
+
+function disposeState({ params, m, v }: SavedState): void {
+  tf.dispose([...Object.values(params), ...Object.values(m), ...Object.values(v)]);
 }
 
 function zeroState({ params }: ModelWeights): OptimizerState {
