@@ -17,15 +17,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { createTrainerActivities, type TrainStepOutput } from '../activities/trainer';
-import type { RunConfig } from '../config/schema';
+import { createTrainerActivities } from '../activities/trainer';
 import { readLearningCurve } from '../client/learningCurve';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { GroupSummary } from '../src/core/records';
 import { createLogger } from '../src/log';
 import { buildId } from '../src/paths';
-import { loadCheckpoint } from '../src/model/weights';
-import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 import { loadRunConfig } from '../src/runConfig';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { runLayout } from '../src/store/runLayout';
@@ -50,8 +47,8 @@ function parseOptions(argv: string[]): Options {
   if (!runId || !Number.isSafeInteger(step) || step < 0)
     throw new Error('usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--episodes N]');
   const number = (name: string, text: string | undefined) => {
-    const value = Number(text);
     if (text === undefined) return undefined;
+    const value = Number(text);
     if (!(Number.isFinite(value) && value > 0)) throw new Error(`--${name} must be a number > 0, got ${text}`);
     return value;
   };
@@ -64,7 +61,7 @@ function parseOptions(argv: string[]): Options {
   };
 }
 
-/** A data directory for the replay: the run's config, the step's starting checkpoint, and links to its stored episodes. */
+/** A data directory for the replay: the step's starting checkpoint, and links to the run's stored groups and episodes. */
 function replayDir(options: Options, baseVersion: number): string {
   const source = runLayout(options.dataDir, options.runId);
   const root = mkdtempSync(path.join(os.tmpdir(), 'trajflow-replay-'));
@@ -79,20 +76,6 @@ function replayDir(options: Options, baseVersion: number): string {
     symlinkSync(path.resolve(from), to);
   }
   return root;
-}
-
-async function successRate(config: RunConfig, file: string, episodes: number): Promise<number> {
-  const { weights } = await loadCheckpoint(file);
-  const result = await evaluatePolicy({
-    weights,
-    maxBatch: config.inference.maxBatch,
-    env: config.env,
-    agent: config.agent,
-    envSeeds: evaluationSeeds(config.run.seed, episodes),
-    temperature: config.sampling.temperature,
-    maxTokens: config.sampling.maxTokens,
-  });
-  return result.successRate;
 }
 
 async function main(): Promise<void> {
@@ -126,9 +109,10 @@ async function main(): Promise<void> {
       dataDir: root,
       logger,
     });
-    // The activity heartbeats: it runs in a mock activity context, as the orchestration bench's do.
+    // The activities heartbeat: they run in a mock activity context, as the orchestration bench's do.
+    const inActivity = <T>(fn: () => Promise<T>) => new MockActivityEnvironment().run(fn) as Promise<T>;
     const input = { runId, step, baseVersion, groups, trainer, temperature: config.sampling.temperature };
-    const { metrics } = (await new MockActivityEnvironment().run(() => activities.trainStep(input))) as TrainStepOutput;
+    const { metrics } = await inActivity(() => activities.trainStep(input));
     const kl = (value: number | undefined) => (value === undefined ? '-' : value.toPrecision(3));
     console.log(`run ${runId}, step ${step} (v${baseVersion} -> v${baseVersion + 1}), ${groups.length} groups, ${metrics.sequences} sequences`);
     console.log(`  recorded: approxKl ${kl(recorded.approxKl)}, gradNorm ${recorded.gradNorm.toPrecision(3)}, loss ${recorded.loss.toPrecision(4)}`);
@@ -136,8 +120,23 @@ async function main(): Promise<void> {
       `  replayed: approxKl ${kl(metrics.approxKl)}, gradNorm ${metrics.gradNorm.toPrecision(3)}, loss ${metrics.loss.toPrecision(4)}; ` +
         `update KL ${kl(metrics.updateKl)} (maxUpdateKl ${trainer.maxUpdateKl ?? 'off'})${metrics.undone ? ', undone' : ''}`,
     );
-    const before = await successRate(config, checkpoints.file(runId, baseVersion), options.episodes);
-    const after = await successRate(config, checkpoints.file(runId, baseVersion + 1), options.episodes);
+    // The trainer's own evaluation, at the sampling temperature: what the training rollouts play.
+    const successRate = async (version: number) =>
+      (
+        await inActivity(() =>
+          activities.evaluate({
+            runId,
+            runSeed: config.run.seed,
+            version,
+            env: config.env,
+            agent: config.agent,
+            maxTokens: config.sampling.maxTokens,
+            eval: { ...config.eval, episodes: options.episodes, temperature: config.sampling.temperature },
+          }),
+        )
+      ).successRate;
+    const before = await successRate(baseVersion);
+    const after = await successRate(baseVersion + 1);
     const percent = (rate: number) => `${Math.round(100 * rate)}%`;
     console.log(
       `  success at temperature ${config.sampling.temperature} over ${options.episodes} episodes: v${baseVersion} ${percent(before)}, replayed v${baseVersion + 1} ${percent(after)}`,

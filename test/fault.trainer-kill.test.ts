@@ -73,8 +73,7 @@ describe('trainer process SIGKILLed mid-step', () => {
       // published version (and its optimizer state) instead of starting from version 0. A step lasts
       // a few hundred ms, so the kill can land after the trainer answered; then the server no longer
       // holds the attempt, and the next step is killed instead.
-      let killed: { step: number; attempt: number; activityId: string } | undefined;
-      for (let fromStep = 1; !killed;) {
+      for (let fromStep = 1; ;) {
         if (fromStep >= STEPS) throw new Error(`every kill from step 1 to ${STEPS - 1} landed after the trainer had answered its step`);
         const inStep = await withClient((client) => {
           const handle = client.workflow.getHandle(runId);
@@ -106,8 +105,8 @@ describe('trainer process SIGKILLed mid-step', () => {
           `SIGKILLed the trainer in step ${inStep.step} (attempt ${inStep.attempt}); step result already written: ${finishedBeforeKill}; attempt lost: ${lost}`,
         );
         trainer = await spawnLoggedWorker('trainer', configFile, trainerLog);
-        if (lost) killed = inStep;
-        else fromStep = inStep.step + 1;
+        if (lost) break;
+        fromStep = inStep.step + 1;
       }
 
       // The dead attempt is detected by the step's heartbeat timeout, then retried.
