@@ -353,10 +353,19 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   // published as the next version (one version per step is what admission and resume count on).
   const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples) : NOTHING_TRAINED;
   Context.current().heartbeat();
-  if (train.undone) {
+  if (train.updateScale !== undefined && train.updateScale < 1) {
     logger.warn(
-      { runId, step, updateKl: train.updateKl, maxUpdateKl: input.trainer.maxUpdateKl },
-      'train step undone: its updates moved the policy past trainer.maxUpdateKl; publishing the weights it started from',
+      {
+        runId,
+        step,
+        proposedUpdateKl: train.proposedUpdateKl,
+        updateKl: train.updateKl,
+        updateScale: train.updateScale,
+        maxUpdateKl: input.trainer.maxUpdateKl,
+      },
+      train.updateScale > 0
+        ? 'train step shortened: its updates moved the policy past trainer.maxUpdateKl'
+        : 'train step undone: no shortening of its updates kept the policy within trainer.maxUpdateKl; publishing the weights it started from',
     );
   }
 

@@ -20,11 +20,14 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { EvaluationRecord } from '../activities/evaluation';
+import { Client } from '@temporalio/client';
 import { runTraining } from '../client/runTraining';
+import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
 import type { RunConfig } from '../config/schema';
 import { createLogger } from '../src/log';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import { loadRunConfig } from '../src/runConfig';
+import { connectClient, resolveTemporal } from '../src/temporal/connection';
 
 const SAMPLED_LEVELS = [0.5, 0.8, 0.95];
 const HELD_OUT_LEVELS = [0.7, 0.95];
@@ -141,7 +144,10 @@ async function runOnce(file: string, seed: number, repeat: number, steps: number
   writeFileSync(configFile, JSON.stringify(config));
   const logger = createLogger('bench');
   logger.level = 'warn';
-  const summary = await runTraining(config, { local: true, logger, configFile });
+  const summary = await runTraining(config, { local: true, logger, configFile, signal: interrupted }).catch(async (err: unknown) => {
+    if (err instanceof RunInterrupted) console.error(`interrupted: run ${err.runId} ended, ${await terminateRun(config, err.runId)} workflows terminated`);
+    throw err;
+  });
   return {
     config: path.basename(file),
     seed,
@@ -195,6 +201,48 @@ export function formatSummary(config: string, runs: readonly LearningRun[]): str
   return [`${config}: ${runs.length} runs`, line('sampled ', (r) => r.sampled), line('held-out', (r) => r.heldOut)].join('\n');
 }
 
+/** Aborts on the first SIGINT or SIGTERM (Ctrl-C, `kill`, `timeout`): the bench stops at its current run. */
+const interrupted = (() => {
+  const controller = new AbortController();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => controller.abort(signal));
+  return controller.signal;
+})();
+
+/**
+ * Terminates every running workflow of `runId`; returns how many. A benchmark run is a measurement,
+ * not work to keep: left in Temporal, it would resume on the next benchmark's workers and take
+ * their CPU. Rounds a second apart repeat while one terminates something (a group may have started
+ * a trajectory that visibility did not list yet).
+ */
+async function terminateRun(config: RunConfig, runId: string): Promise<number> {
+  const target = resolveTemporal(config.temporal);
+  const connection = await connectClient(target);
+  const client = new Client({ connection, namespace: target.namespace });
+  let terminated = 0;
+  try {
+    for (let round = -1; round !== 0; await new Promise((resolve) => setTimeout(resolve, 1_000))) {
+      round = 0;
+      for await (const { workflowId, runId: execution } of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) {
+        // One that closed since it was listed (visibility lags) is not counted.
+        if (
+          await client.workflow
+            .getHandle(workflowId, execution)
+            .terminate('benchmark interrupted')
+            .then(
+              () => true,
+              () => false,
+            )
+        )
+          round++;
+      }
+      terminated += round;
+    }
+  } finally {
+    await connection.close();
+  }
+  return terminated;
+}
+
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   for (const file of options.configs) {
@@ -216,7 +264,7 @@ if (require.main === module) {
     () => process.exit(0),
     (err) => {
       console.error(err instanceof Error ? err.message : err);
-      process.exit(1);
+      process.exit(err instanceof RunInterrupted ? INTERRUPTED_EXIT_CODE : 1);
     },
   );
 }

@@ -27,6 +27,7 @@ import { loadRunConfig } from '../src/runConfig';
 import { CheckpointStore } from '../src/store/checkpointStore';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import type { TrainMetrics } from '../src/rl/trainer';
 
 interface Options {
   runId: string;
@@ -118,7 +119,7 @@ async function main(): Promise<void> {
     console.log(`  recorded: approxKl ${kl(recorded.approxKl)}, gradNorm ${recorded.gradNorm.toPrecision(3)}, loss ${recorded.loss.toPrecision(4)}`);
     console.log(
       `  replayed: approxKl ${kl(metrics.approxKl)}, gradNorm ${metrics.gradNorm.toPrecision(3)}, loss ${metrics.loss.toPrecision(4)}; ` +
-        `update KL ${kl(metrics.updateKl)} (maxUpdateKl ${trainer.maxUpdateKl ?? 'off'})${metrics.undone ? ', undone' : ''}`,
+        `update KL ${kl(metrics.proposedUpdateKl)} (maxUpdateKl ${trainer.maxUpdateKl ?? 'off'})${regionOutcome(metrics)}`,
     );
     // The trainer's own evaluation, at the sampling temperature: what the training rollouts play.
     const successRate = async (version: number) =>
@@ -150,3 +151,9 @@ main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });
+
+/** What the trust region did, when it changed the step. */
+function regionOutcome({ updateScale, updateKl }: TrainMetrics): string {
+  if (updateScale === undefined || updateScale === 1) return '';
+  return updateScale === 0 ? ', undone' : `, shortened to ${updateScale.toPrecision(3)} of it (update KL ${updateKl!.toPrecision(3)})`;
+}

@@ -6,10 +6,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../src/log';
+import { INTERRUPTED_EXIT_CODE } from '../client/session';
 import { PARENT_PID_ENV, WORKER_STOP_GRACE_MS } from '../client/workerProcess';
-
-/** Exit status after SIGINT or SIGTERM. */
-export const INTERRUPTED_EXIT_CODE = 130;
 
 /** Beyond the workers' grace period: time to close connections and write the last log lines. */
 const EXIT_MARGIN_MS = 5_000;

@@ -21,12 +21,12 @@ import { prepareCluster } from '../client/clusterPrepare';
 import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
 import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
-import { RunInterrupted } from '../client/session';
+import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
 import { runLayout } from '../src/store/runLayout';
 import { exportRunTrace } from '../src/trace/perfetto';
 import { writeReport } from '../src/report/report';
 import { formatCurve, formatSummary } from './format';
-import { INTERRUPTED_EXIT_CODE, interruptSignal, stopWithParent } from './lifecycle';
+import { interruptSignal, stopWithParent } from './lifecycle';
 import { createProgress } from '../src/terminal/progress';
 import { createCliOutput } from '../src/terminal/cliOutput';
 

@@ -60,6 +60,9 @@ function portOf(target: TemporalTarget): number {
   return port;
 }
 
+/** Exit status of a command stopped by SIGINT or SIGTERM. */
+export const INTERRUPTED_EXIT_CODE = 130;
+
 /**
  * Why `runRollout` or `runTraining` returned early: its `signal` aborted. The run itself stays in
  * Temporal and goes on when workers poll again.

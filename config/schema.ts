@@ -195,7 +195,8 @@ export const TrainerConfigSchema = z.strictObject({
   /**
    * A trust region for each train step (embedded trainer): when the step's updates moved the policy
    * further than this KL from where the step started (measured on its first minibatch's trained
-   * tokens), they are undone, and the step publishes the weights it started from. Off when unset.
+   * tokens), they are shortened into the bound (weights and Adam's state moved back along the
+   * update), or undone where no shortening fits. Off when unset.
    */
   maxUpdateKl: z.number().positive().optional(),
   /** Groups per train step. */

@@ -4,10 +4,12 @@
  * are not judged here (a benchmark's numbers on a shared 2-core machine say nothing in a test);
  * the scripts print them beside their targets.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { INTERRUPTED_EXIT_CODE } from '../client/session';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
 import { stopDevServer } from '../src/temporal/devServer';
@@ -17,8 +19,17 @@ interface ScriptRun {
   output: string;
 }
 
-/** Runs `dist/bench/<script>.js` with `args` (and `env` added); resolves with its exit code and everything it printed. */
-function runScript(script: string, args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<ScriptRun> {
+/**
+ * Runs `dist/bench/<script>.js` with `args` (and `env` added); resolves with its exit code and
+ * everything it printed. `whileRunning` gets the process, to signal it.
+ */
+function runScript(
+  script: string,
+  args: string[],
+  timeoutMs: number,
+  env: Record<string, string> = {},
+  whileRunning?: (child: ChildProcess) => Promise<void>,
+): Promise<ScriptRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(PROJECT_ROOT, 'dist', 'bench', `${script}.js`), ...args], {
       cwd: PROJECT_ROOT,
@@ -37,6 +48,10 @@ function runScript(script: string, args: string[], timeoutMs: number, env: Recor
       clearTimeout(timer);
       resolve({ code, output });
     });
+    whileRunning?.(child).catch((err: unknown) => {
+      child.kill('SIGKILL');
+      reject(err);
+    });
   });
 }
 
@@ -48,6 +63,8 @@ async function expectSuccess(script: string, args: string[], timeoutMs: number, 
 }
 
 const NUMBER = String.raw`\d+(\.\d+)?`;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench: engine batching and orchestration overhead', async () => {
@@ -127,6 +144,56 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(replay).toContain(`replayed: ${recorded}; update KL `);
     expect(replay).toMatch(new RegExp(`maxUpdateKl 1000\\)\n +success at temperature 1 over 2 episodes: v1 ${NUMBER}%, replayed v2 ${NUMBER}%`));
   });
+
+  test('npm run bench:learning, interrupted, ends the run it was on: nothing of it goes on in Temporal', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-stop-'));
+    const dataDir = path.join(dir, 'data');
+    const configFile = path.join(dir, 'long.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        dataDir,
+        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
+        agent: { maxTurns: 6, history: 'none' },
+        sampling: { maxTokens: 8 },
+        rollout: { groupSize: 4, maxConcurrency: 8 },
+        trainer: { batchGroups: 1, steps: 500, formatWarmupSteps: 2 },
+      }),
+    );
+    const address = `127.0.0.1:${await freePort()}`;
+    const firstStepDone = () => readdirSync(path.join(dataDir, 'runs')).some((run) => existsSync(path.join(dataDir, 'runs', run, 'train', 'metrics.jsonl')));
+    const stopOnceTraining = async (child: ChildProcess) => {
+      for (const deadline = Date.now() + 120_000; !(existsSync(path.join(dataDir, 'runs')) && firstStepDone()); await sleep(500)) {
+        if (Date.now() > deadline) throw new Error('no train step finished within 120 s');
+      }
+      child.kill('SIGTERM');
+    };
+    const run = await runScript('learning', ['--config', configFile], 180_000, { TEMPORAL_ADDRESS: address }, stopOnceTraining);
+    try {
+      expect(run.code).toBe(INTERRUPTED_EXIT_CODE);
+      const [, runId, terminated] = /^interrupted: run (\S+) ended, (\d+) workflows terminated$/m.exec(run.output) ?? [];
+      expect(runId).toBeDefined();
+      // At least the training workflow and its rollout controller were still running.
+      expect(Number(terminated)).toBeGreaterThanOrEqual(2);
+      const connection = await Connection.connect({ address });
+      try {
+        const client = new Client({ connection });
+        const running = async () => {
+          let count = 0;
+          for await (const _ of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) count++;
+          return count;
+        };
+        // Visibility may lag the terminations by a moment.
+        let left = await running();
+        for (const deadline = Date.now() + 10_000; left > 0 && Date.now() < deadline; left = await running()) await sleep(500);
+        expect(left).toBe(0);
+      } finally {
+        await connection.close();
+      }
+    } finally {
+      await stopDevServer(dataDir);
+    }
+  }, 240_000);
 
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
     const output = await expectSuccess('realModel', ['--backends', 'sglang', '--decode-tokens', '4', '--syncs', '1', '--no-training'], 240_000);

@@ -31,6 +31,8 @@ describe('computeAdvantages', () => {
   it('gives zeros to a group of equal rewards and to a group of one', () => {
     for (const estimator of ['grpo', 'rloo', 'drgrpo'] as const) {
       expect(computeAdvantages([1, 1, 1], estimator)).toEqual([0, 0, 0]);
+      // Sixteen 1.2s sum to 19.199999999999996: their float mean is not 1.2, their advantage is 0 all the same.
+      expect(computeAdvantages(Array(16).fill(1.2), estimator)).toEqual(Array(16).fill(0));
       expect(computeAdvantages([0.7], estimator)).toEqual([0]);
       expect(computeAdvantages([], estimator)).toEqual([]);
     }

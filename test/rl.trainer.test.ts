@@ -11,7 +11,7 @@ import { BatchingEngine } from '../src/model/engine';
 import { initWeights, loadCheckpoint, loadTrainerCheckpoint, saveTrainerCheckpoint, type ModelWeights } from '../src/model/weights';
 import { toTensorWeights } from '../src/model/transformer';
 import { lossInputs, policyLoss, type LossConfig } from '../src/rl/loss';
-import { clipByGlobalNorm, PolicyTrainer, type TrainingSample } from '../src/rl/trainer';
+import { clipByGlobalNorm, NOTHING_TRAINED, PolicyTrainer, type TrainMetrics, type TrainingSample } from '../src/rl/trainer';
 import { LossConfigSchema } from '../config/schema';
 
 /** The loss as a run's config sets it by default, at temperature 1. */
@@ -191,14 +191,14 @@ describe('PolicyTrainer', () => {
     trainer.dispose();
   });
 
-  it('measures how far a batch moved the policy, and undoes a batch that moved it past maxUpdateKl', async () => {
+  describe('trust region (maxUpdateKl)', () => {
     // KL(before || after) by k3 over the first minibatch's trained tokens, recomputed here.
-    const firstHalf = batch.slice(0, batch.length / 2);
-    const logprobsOf = (trainer: PolicyTrainer) => firstHalf.map(({ ids }) => trainer.recomputeLogprobs(ids, TEMPERATURE));
+    const firstHalf = () => batch.slice(0, batch.length / 2);
+    const logprobsOf = (trainer: PolicyTrainer) => firstHalf().map(({ ids }) => trainer.recomputeLogprobs(ids, TEMPERATURE));
     const klBetween = (before: Float32Array[], after: Float32Array[]) => {
       let sum = 0;
       let count = 0;
-      firstHalf.forEach(({ lossMask }, b) =>
+      firstHalf().forEach(({ lossMask }, b) =>
         lossMask.forEach((m, i) => {
           if (i === 0 || m !== 1) return;
           const logRatio = after[b][i - 1] - before[b][i - 1];
@@ -208,31 +208,88 @@ describe('PolicyTrainer', () => {
       );
       return sum / count;
     };
-    const weights = initWeights(config, 1);
     const settings = { optimizerStepsPerBatch: 2 };
+    let weights: ModelWeights;
+    let before: Float32Array[];
+    /** The batch trained without a trust region, and with one too wide to act. */
+    let full: { params: Record<string, Float32Array>; metrics: TrainMetrics };
 
-    const unguarded = await create(weights, settings);
-    const plain = unguarded.trainBatch(batch);
-    const within = await create(weights, { ...settings, maxUpdateKl: 1e6 });
-    const before = logprobsOf(within);
-    const measured = within.trainBatch(batch);
-    expect(plain.updateKl).toBeUndefined();
-    expect(measured.undone).toBe(false);
-    expect(measured.updateKl).toBeGreaterThan(0);
-    expect(measured.updateKl).toBeCloseTo(klBetween(before, logprobsOf(within)), 6);
-    // Within the bound the guard changes nothing: the same weights as without it.
-    expect(differences(within.snapshot().params, unguarded.snapshot().params)).toEqual([]);
+    beforeAll(async () => {
+      weights = initWeights(config, 1);
+      const unguarded = await create(weights, settings);
+      const plain = unguarded.trainBatch(batch);
+      expect(plain.updateKl).toBeUndefined();
+      const within = await create(weights, { ...settings, maxUpdateKl: 1e6 });
+      before = logprobsOf(within);
+      full = { metrics: within.trainBatch(batch), params: unguarded.snapshot().params };
+      expect(full.metrics.updateKl).toBeCloseTo(klBetween(before, logprobsOf(within)), 6);
+      // Within the bound the region changes nothing: the same weights as without it.
+      expect(differences(within.snapshot().params, full.params)).toEqual([]);
+      unguarded.dispose();
+      within.dispose();
+    });
 
-    const beyond = await create(weights, { ...settings, maxUpdateKl: measured.updateKl! / 2 });
-    const refused = beyond.trainBatch(batch);
-    expect(refused).toMatchObject({ undone: true, updateKl: measured.updateKl });
-    expect(differences(beyond.snapshot().params, weights.params)).toEqual([]);
-    // Adam's state went back too (its step count sets the bias correction, so the update): the same
-    // batch again is the same first batch, moved as far, and undone again.
-    expect(beyond.checkpoint().optimizer.step).toBe(0);
-    expect(beyond.trainBatch(batch)).toMatchObject({ loss: refused.loss, undone: true, updateKl: measured.updateKl });
-    expect(differences(beyond.snapshot().params, weights.params)).toEqual([]);
-    for (const trainer of [unguarded, within, beyond]) trainer.dispose();
+    it('measures how far a batch moved the policy and keeps a batch within the bound whole', () => {
+      expect(full.metrics.updateKl).toBeGreaterThan(0);
+      expect(full.metrics).toMatchObject({ updateScale: 1, proposedUpdateKl: full.metrics.updateKl });
+    });
+
+    it('shortens a batch that moved the policy past the bound, weights and Adam state alike, into the bound', async () => {
+      const bound = full.metrics.updateKl! / 4;
+      const trainer = await create(weights, { ...settings, maxUpdateKl: bound });
+      const shortened = trainer.trainBatch(batch);
+      expect(shortened.proposedUpdateKl).toBe(full.metrics.updateKl);
+      expect(shortened.updateScale).toBeGreaterThan(0);
+      expect(shortened.updateScale).toBeLessThan(1);
+      expect(shortened.updateKl).toBeLessThanOrEqual(bound);
+      expect(shortened.updateKl).toBeCloseTo(klBetween(before, logprobsOf(trainer)), 6);
+      // On the line from where the batch started to where its whole update went.
+      const scale = shortened.updateScale!;
+      const kept = trainer.snapshot().params;
+      const off = Object.entries(kept).flatMap(([name, values]) => {
+        let largest = 0;
+        values.forEach(
+          (value, i) => (largest = Math.max(largest, Math.abs(value - (weights.params[name][i] + scale * (full.params[name][i] - weights.params[name][i]))))),
+        );
+        return largest > 1e-6 ? [`${name}: off by up to ${largest}`] : [];
+      });
+      expect(off).toEqual([]);
+      expect(trainer.checkpoint().optimizer.step).toBe(settings.optimizerStepsPerBatch);
+      trainer.dispose();
+    });
+
+    it('undoes a batch, weights and Adam state, when no shortening fits the bound', async () => {
+      const trainer = await create(weights, { ...settings, maxUpdateKl: full.metrics.updateKl! / 4 });
+      // The measure the region reads, held above the bound whatever the step's length.
+      const measure = jest.spyOn(trainer as unknown as { updateKlOn: () => number }, 'updateKlOn').mockReturnValue(full.metrics.updateKl!);
+      const undone = trainer.trainBatch(batch);
+      measure.mockRestore();
+      expect(undone).toMatchObject({ proposedUpdateKl: full.metrics.updateKl, updateKl: 0, updateScale: 0 });
+      expect(differences(trainer.snapshot().params, weights.params)).toEqual([]);
+      // Adam's step count went back too (it sets the bias correction): the same batch again is the same first batch.
+      expect(trainer.checkpoint().optimizer.step).toBe(0);
+      expect(trainer.trainBatch(batch)).toMatchObject({ loss: undone.loss, proposedUpdateKl: full.metrics.updateKl });
+      trainer.dispose();
+    });
+  });
+
+  it('takes no optimizer step on a batch without an advantage, unless a KL penalty pulls toward the reference', async () => {
+    const weights = initWeights(config, 1);
+    const trainer = await create(weights);
+    trainer.trainBatch(batch);
+    const moved = trainer.snapshot().params;
+    const flat = batch.map((sample) => ({ ...sample, advantage: 0 }));
+    expect(trainer.trainBatch(flat)).toBe(NOTHING_TRAINED);
+    // Adam's momentum from the first batch would have moved the weights further.
+    expect(differences(trainer.snapshot().params, moved)).toEqual([]);
+    expect(trainer.checkpoint().optimizer.step).toBe(1);
+    trainer.dispose();
+
+    const penalised = await create(weights, { reference: weights, loss: { temperature: TEMPERATURE, beta: 0.1 } });
+    penalised.trainBatch(batch);
+    expect(penalised.trainBatch(flat).tokens).toBeGreaterThan(0);
+    expect(penalised.checkpoint().optimizer.step).toBe(2);
+    penalised.dispose();
   });
 
   it('rejects a maxUpdateKl that is not a positive number', async () => {

@@ -33,6 +33,8 @@ def test_drgrpo_subtracts_the_mean_only():
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "drgrpo"])
 def test_equal_rewards_and_groups_of_one_give_zeros(estimator):
     assert compute_advantages([1, 1, 1], estimator) == [0, 0, 0]
+    # Sixteen 1.2s sum to 19.199999999999996: their float mean is not 1.2, their advantage is 0 all the same.
+    assert compute_advantages([1.2] * 16, estimator) == [0] * 16
     assert compute_advantages([0.7], estimator) == [0]
     assert compute_advantages([], estimator) == []
 

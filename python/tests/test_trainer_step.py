@@ -236,6 +236,19 @@ def test_a_step_with_every_group_skipped_publishes_the_same_weights(data_dir, mo
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
 
 
+def test_a_batch_without_an_advantage_takes_no_optimizer_step(data_dir, model_dir):
+    activities = activities_for(data_dir, model_dir)
+    activities.prepare_policy(prepare_input())
+    groups = sampled_store(data_dir, checkpoint(data_dir, 0))
+    activities.train_step(step_input(0, groups, learningRate=1e-2))
+    # Every episode solved: AdamW's momentum from step 0 would still move the weights.
+    solved = [group_json("g0", ["a", "b"], [1.0, 1.0], [True, True])]
+    metrics = activities.train_step(step_input(1, solved, learningRate=1e-2))["metrics"]
+    assert metrics["tokens"] == 0 and metrics["loss"] == 0 and metrics["groupsSkipped"] == 0
+    before, after = load_file(checkpoint(data_dir, 1) / "model.safetensors"), load_file(checkpoint(data_dir, 2) / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
 def test_kl_penalty_reports_ref_kl_and_bfloat16_publishes_bfloat16(data_dir, model_dir):
     activities = activities_for(data_dir, model_dir)
     activities.prepare_policy(prepare_input())

@@ -11,12 +11,15 @@ export interface AdvantageOptions {
   epsStd?: number;
 }
 
-/** One advantage per reward of a group; a group of one has nothing to compare with: zeros. */
+/**
+ * One advantage per reward of a group. A group of one, or of equal rewards, has nothing to
+ * compare: zeros (exactly, where the mean of equal floats can differ from them in the last bit).
+ */
 export function computeAdvantages(rewards: readonly number[], estimator: AdvantageEstimator, { epsStd = 1e-6 }: AdvantageOptions = {}): number[] {
   const bad = rewards.findIndex((r) => !Number.isFinite(r));
   if (bad >= 0) throw new Error(`computeAdvantages: reward ${bad} is ${rewards[bad]}, expected a finite number`);
   const G = rewards.length;
-  if (G < 2) return rewards.map(() => 0);
+  if (G < 2 || rewards.every((r) => r === rewards[0])) return rewards.map(() => 0);
   const mean = rewards.reduce((sum, r) => sum + r, 0) / G;
   switch (estimator) {
     case 'grpo': {

@@ -42,7 +42,7 @@ export interface TrainerSettings {
   adamEpsilon: number;
   /** The batch is split into this many minibatches, one Adam step each. */
   optimizerStepsPerBatch: number;
-  /** A batch's updates that move the policy further than this (KL) are undone; undefined: never. */
+  /** A batch's updates that move the policy further than this (KL) are shortened; undefined: never. */
   maxUpdateKl?: number;
   loss: LossConfig;
 }
@@ -90,11 +90,13 @@ export interface TrainMetrics {
   forwardBackwardMs: number;
   optimizerMs: number;
   /**
-   * With maxUpdateKl: KL(policy before the batch || after it), estimated on the first minibatch's
-   * trained tokens, and whether the batch's updates were undone for exceeding the bound.
+   * With maxUpdateKl: KL(policy before the batch || after its updates), estimated on the first
+   * minibatch's trained tokens, for the updates as computed (`proposedUpdateKl`) and as kept
+   * (`updateKl`), and the share of the updates kept (`updateScale`: 1 within the bound, 0 undone).
    */
+  proposedUpdateKl?: number;
   updateKl?: number;
-  undone?: boolean;
+  updateScale?: number;
 }
 
 /** A batch with nothing to train: no optimizer step was taken. */
@@ -116,6 +118,12 @@ const BETA1 = 0.9;
 const BETA2 = 0.999;
 
 type Params = Record<string, tf.Variable>;
+
+/** What the trust region did with a batch's updates (see holdTrustRegion). */
+type TrustRegionOutcome = Required<Pick<TrainMetrics, 'proposedUpdateKl' | 'updateKl' | 'updateScale'>>;
+
+/** How many shortened updates the trust region tries before it undoes the batch. */
+const SHORTENINGS = 4;
 
 interface SavedState {
   params: Record<string, tf.Tensor>;
@@ -197,10 +205,15 @@ export class PolicyTrainer {
    * One RL update on `samples`: split into `optimizerStepsPerBatch` contiguous minibatches, one
    * Adam step each, so later minibatches see a policy that already moved (which is what the
    * importance ratio and its clipping are for).
+   *
+   * A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
+   * and no gradient unless a KL penalty pulls toward the reference; it takes no Adam step, since
+   * Adam's momentum alone would still move the policy, on no evidence.
    */
   trainBatch(samples: readonly TrainingSample[]): TrainMetrics {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
+    if (this.lossConfig.beta === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();
@@ -214,7 +227,7 @@ export class PolicyTrainer {
     // The trust region's reference: the policy before the batch, and its logprobs on the first
     // minibatch, read from that minibatch's own forward pass (it runs before any update).
     const before = this.maxUpdateKl === undefined ? undefined : { state: this.saveState(), logprobs: [] as Float32Array[] };
-    let region: { updateKl: number; undone: boolean } | undefined;
+    let region: TrustRegionOutcome | undefined;
     try {
       for (const [index, minibatch] of minibatches.entries()) {
         const forwardStarted = performance.now();
@@ -264,8 +277,8 @@ export class PolicyTrainer {
   }
 
   /**
-   * Undoes the batch's updates (weights and Adam's state back to `state`) if they moved the policy
-   * further than maxUpdateKl from where the batch started, measured on `probe`'s trained tokens:
+   * Keeps the batch's updates within maxUpdateKl of the policy it started from, measured on
+   * `probe`'s trained tokens:
    *
    *   KL(before || after) ~ mean over tokens of  r - 1 - log r,   r = p_after(token) / p_before(token)
    *
@@ -273,8 +286,34 @@ export class PolicyTrainer {
    * `before`). Late in a run, when most groups all succeed, a rare failure carries a large
    * advantage and Adam moves every parameter by about the learning rate whatever the gradient's
    * size: one such step can flip a near-certain move and the run collapses.
+   *
+   * An update past the bound is shortened, not dropped: weights and Adam's state are set to
+   * before + s (after - before). For a small step the KL grows with the square of its length, so
+   * s = sqrt(bound / KL) lands near the bound; s is halved while it is still too far, and after
+   * SHORTENINGS tries the whole batch is undone (s = 0, Adam's step count back too).
    */
-  private holdTrustRegion(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[], state: SavedState): { updateKl: number; undone: boolean } {
+  private holdTrustRegion(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[], before: SavedState): TrustRegionOutcome {
+    const bound = this.maxUpdateKl!;
+    const proposedUpdateKl = this.updateKlOn(probe, beforeLogprobs);
+    if (proposedUpdateKl <= bound) return { proposedUpdateKl, updateKl: proposedUpdateKl, updateScale: 1 };
+    const proposed = this.saveState();
+    try {
+      const first = Math.sqrt(bound / proposedUpdateKl);
+      for (let k = 0; k < SHORTENINGS; k++) {
+        const updateScale = first / 2 ** k;
+        this.interpolateState(before, proposed, updateScale);
+        const updateKl = this.updateKlOn(probe, beforeLogprobs);
+        if (updateKl <= bound) return { proposedUpdateKl, updateKl, updateScale };
+      }
+      this.restoreState(before);
+      return { proposedUpdateKl, updateKl: 0, updateScale: 0 };
+    } finally {
+      disposeState(proposed);
+    }
+  }
+
+  /** k3 KL(before || now) over `probe`'s trained tokens, given their logprobs before. */
+  private updateKlOn(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[]): number {
     const { temperature } = this.lossConfig;
     let sum = 0;
     let count = 0;
@@ -287,10 +326,24 @@ export class PolicyTrainer {
         count++;
       }
     });
-    const updateKl = sum / count;
-    const undone = updateKl > this.maxUpdateKl!;
-    if (undone) this.restoreState(state);
-    return { updateKl, undone };
+    return sum / count;
+  }
+
+  /** Weights and Adam's moments set to from + scale (to - from), Adam's step count to `to`'s. */
+  private interpolateState(from: SavedState, to: SavedState, scale: number): void {
+    const between = (a: tf.Tensor, b: tf.Tensor) => tf.tidy(() => tf.add(a, tf.mul(tf.sub(b, a), scale)));
+    for (const name of this.names) {
+      for (const [vars, key] of [
+        [this.params, 'params'],
+        [this.m, 'm'],
+        [this.v, 'v'],
+      ] as const) {
+        const value = between(from[key][name], to[key][name]);
+        vars[name].assign(value);
+        value.dispose();
+      }
+    }
+    this.step = to.step;
   }
 
   /** A copy of the weights and Adam's state, to go back to. */

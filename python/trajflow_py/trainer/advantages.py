@@ -12,12 +12,15 @@ from dataclasses import dataclass
 
 
 def compute_advantages(rewards: Sequence[float], estimator: str, eps_std: float = 1e-6) -> list[float]:
-    """One advantage per reward of a group; a group of one has nothing to compare with: zeros."""
+    """
+    One advantage per reward of a group. A group of one, or of equal rewards, has nothing to
+    compare: zeros (exactly, where the mean of equal floats can differ from them in the last bit).
+    """
     for i, r in enumerate(rewards):
         if not math.isfinite(r):
             raise ValueError(f"compute_advantages: reward {i} is {r}, expected a finite number")
     G = len(rewards)
-    if G < 2:
+    if G < 2 or all(r == rewards[0] for r in rewards):
         return [0.0 for _ in rewards]
     mean = sum(rewards) / G
     if estimator == "grpo":

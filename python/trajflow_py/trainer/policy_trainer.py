@@ -188,9 +188,15 @@ class PolicyTrainer:
         Also returns the logprobs of each sample's trained tokens under the weights BEFORE the
         update, for the samples `score_first` marks (all if None; None for the others): the first
         minibatch's come free from its forward pass, the others' from a pass before any update.
+
+        A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
+        and no gradient unless a KL penalty pulls toward the reference; it takes no AdamW step, since
+        the optimizer's momentum alone would still move the policy, on no evidence.
         """
         vocab, max_context = model_limits(self.model)
         assert_training_samples(samples, vocab, max_context)
+        if self.config.loss.beta == 0 and all(sample.advantage == 0 for sample in samples):
+            return NOTHING_TRAINED, [None] * len(samples)
         steps = self.config.optimizer_steps_per_batch
         if len(samples) < steps:
             raise ValueError(f"optimizerStepsPerBatch ({steps}) exceeds the batch's {len(samples)} samples")
