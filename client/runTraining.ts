@@ -68,7 +68,7 @@ export async function runTraining(config: RunConfig, options: RunOptions<Trainin
     logger.info({ runId }, 'training started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
-    const result = await unlessInterrupted(runId, client, signal, () => handle.result()).finally(() => poll?.stop());
+    const result = await unlessInterrupted(runId, signal, () => handle.result()).finally(() => poll?.stop());
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
     const curve = await readLearningCurve(layout);

@@ -74,14 +74,24 @@ export class RunInterrupted extends Error {
   }
 }
 
-/** Calls `fn` with `client`'s calls cancelled once `signal` aborts, then rejects with RunInterrupted. */
-export async function unlessInterrupted<T>(runId: string, client: Client, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
+/**
+ * `fn`'s result, or RunInterrupted as soon as `signal` aborts. One listener for the whole wait: the
+ * client's own withAbortSignal adds one to the signal per gRPC call and never removes it, and a long
+ * `result()` long-polls many times (Node warns past 10). A call left waiting ends when the session
+ * closes its connection.
+ */
+export async function unlessInterrupted<T>(runId: string, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
   if (!signal) return fn();
   if (signal.aborted) throw new RunInterrupted(runId);
+  let onAbort: (() => void) | undefined;
+  const interrupted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new RunInterrupted(runId));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
   try {
-    return await client.withAbortSignal(signal, fn);
-  } catch (err) {
-    throw signal.aborted ? new RunInterrupted(runId) : err;
+    return await Promise.race([fn(), interrupted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
   }
 }
 

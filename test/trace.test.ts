@@ -307,7 +307,9 @@ describe('trace of a short training run', () => {
       agent: { maxTurns: 3 },
       sampling: { maxTokens: 8, temperature: 1 },
       rollout: { groupSize: 4, maxConcurrency: 8 },
-      trainer: { steps: 2, batchGroups: 2, maxStaleness: 1, weightSync: 'turn', formatWarmupSteps: 0 },
+      // The untrained policy fails every episode alike, so every advantage is 0 and a step would take
+      // no optimizer step; the KL penalty to version 0 (beta) gives the trainer a gradient all the same.
+      trainer: { steps: 2, batchGroups: 2, maxStaleness: 1, weightSync: 'turn', formatWarmupSteps: 0, loss: { beta: 0.01 } },
       // Small files, so the run rolls over several.
       trace: { maxFileBytes: 8192 },
     });

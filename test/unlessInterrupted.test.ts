@@ -1,0 +1,31 @@
+import { getEventListeners } from 'node:events';
+import { RunInterrupted, unlessInterrupted } from '../client/session';
+
+describe('unlessInterrupted', () => {
+  it('waits with one abort listener, and takes it off after', async () => {
+    const controller = new AbortController();
+    let during = -1;
+    const result = await unlessInterrupted('run-1', controller.signal, async () => {
+      during = getEventListeners(controller.signal, 'abort').length;
+      return 42;
+    });
+    expect(result).toBe(42);
+    expect(during).toBe(1);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('rejects with RunInterrupted as soon as the signal aborts, the wait still pending', async () => {
+    const controller = new AbortController();
+    const waiting = unlessInterrupted('run-2', controller.signal, () => new Promise<never>(() => undefined));
+    controller.abort();
+    await expect(waiting).rejects.toThrow(new RunInterrupted('run-2'));
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await expect(unlessInterrupted('run-3', controller.signal, async () => 1)).rejects.toBeInstanceOf(RunInterrupted);
+  });
+
+  it("passes the wait's own failure through", async () => {
+    await expect(unlessInterrupted('run-4', new AbortController().signal, () => Promise.reject(new Error('workflow failed')))).rejects.toThrow(
+      'workflow failed',
+    );
+  });
+});
