@@ -224,16 +224,14 @@ async function terminateRun(config: RunConfig, runId: string): Promise<number> {
       round = 0;
       for await (const { workflowId, runId: execution } of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) {
         // One that closed since it was listed (visibility lags) is not counted.
-        if (
-          await client.workflow
-            .getHandle(workflowId, execution)
-            .terminate('benchmark interrupted')
-            .then(
-              () => true,
-              () => false,
-            )
-        )
-          round++;
+        const ended = await client.workflow
+          .getHandle(workflowId, execution)
+          .terminate('benchmark interrupted')
+          .then(
+            () => 1,
+            () => 0,
+          );
+        round += ended;
       }
       terminated += round;
     }
@@ -263,8 +261,10 @@ if (require.main === module) {
     // The Temporal runtime may hold the process open after the last run.
     () => process.exit(0),
     (err) => {
+      // An interrupted run was ended and said so (runOnce); its error's "stays in Temporal" is not true here.
+      if (err instanceof RunInterrupted) process.exit(INTERRUPTED_EXIT_CODE);
       console.error(err instanceof Error ? err.message : err);
-      process.exit(err instanceof RunInterrupted ? INTERRUPTED_EXIT_CODE : 1);
+      process.exit(1);
     },
   );
 }

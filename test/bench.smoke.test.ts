@@ -175,6 +175,7 @@ describe('benchmark scripts at tiny sizes', () => {
       expect(runId).toBeDefined();
       // At least the training workflow and its rollout controller were still running.
       expect(Number(terminated)).toBeGreaterThanOrEqual(2);
+      expect(run.output).not.toContain('stays in Temporal');
       const connection = await Connection.connect({ address });
       try {
         const client = new Client({ connection });
