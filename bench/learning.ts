@@ -132,7 +132,7 @@ function parseOptions(argv: string[]): Options {
 }
 
 /** One training run of `file` with `seed` (and `steps`, when given), its config written beside its data. */
-async function runOnce(file: string, seed: number, repeat: number, steps: number | undefined): Promise<LearningRun> {
+async function runOnce(file: string, seed: number, repeat: number, steps: number | undefined, interrupted: AbortSignal): Promise<LearningRun> {
   const base = loadRunConfig(file);
   const config: RunConfig = {
     ...base,
@@ -202,11 +202,11 @@ export function formatSummary(config: string, runs: readonly LearningRun[]): str
 }
 
 /** Aborts on the first SIGINT or SIGTERM (Ctrl-C, `kill`, `timeout`): the bench stops at its current run. */
-const interrupted = (() => {
+function interruptSignal(): AbortSignal {
   const controller = new AbortController();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => controller.abort(signal));
   return controller.signal;
-})();
+}
 
 /**
  * Terminates every running workflow of `runId`; returns how many. A benchmark run is a measurement,
@@ -243,11 +243,12 @@ async function terminateRun(config: RunConfig, runId: string): Promise<number> {
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
+  const interrupted = interruptSignal();
   for (const file of options.configs) {
     const runs: LearningRun[] = [];
     for (const seed of options.seeds) {
       for (let repeat = 1; repeat <= options.repeats; repeat++) {
-        const run = await runOnce(file, seed, repeat, options.steps);
+        const run = await runOnce(file, seed, repeat, options.steps, interrupted);
         runs.push(run);
         console.log(formatRun(run));
       }
