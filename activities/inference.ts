@@ -1,5 +1,6 @@
 /**
- * Inference activities (task queue `<prefix>-inference`): the model call of one trajectory turn.
+ * Inference activities: the model call of one trajectory turn, on the task queue
+ * `<prefix>-inference`, or as a local activity in the workflow worker (`inference.calls: local`).
  *
  * The workflow sends only the new messages; this activity rebuilds the prompt ids from the stored
  * turns (claim check), samples, and stores the turn before returning, keyed by trajectory + turn.
@@ -162,8 +163,9 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
     }
 
     // Heartbeats let Temporal notice a dead inference worker in seconds instead of at the
-    // start-to-close timeout, so the turn is retried elsewhere promptly.
-    const heartbeat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_INTERVAL_MS);
+    // start-to-close timeout, so the turn is retried elsewhere promptly. A local activity has no
+    // heartbeats: it dies with the workflow worker, whose workflow task then times out.
+    const heartbeat = Context.current().info.isLocal ? undefined : setInterval(() => Context.current().heartbeat(), HEARTBEAT_INTERVAL_MS);
     try {
       const result = await tracer.span('sample', { promptTokens: promptIds.length }, async (span) => {
         const sampled = await provider.generate({

@@ -9,7 +9,7 @@ import { ConfigError, loadRunConfig } from '../src/runConfig';
 import { TemporalConfigSchema } from '../config/schema';
 import { rolloutStatusQuery } from '../workflows/signals';
 import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
-import { parseRoles, ROLES, startWorkers, type RunningWorkers } from '../workers/start';
+import { parseRoles, ROLES, startWorkers, WorkerRolesError, type RunningWorkers } from '../workers/start';
 import { parseLogFormat } from '../src/log';
 import { ensureTemporalBinary } from '../src/temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
@@ -34,7 +34,7 @@ import { createCliOutput } from '../src/terminal/cliOutput';
 let { logger, statusLine } = createCliOutput();
 
 /** Errors whose message says everything: printed without a stack. */
-const ONE_LINE_ERRORS = [ConfigError, TemporalConnectionError, ClusterPrepareError, DataDirNotMarkedError, DeploymentError];
+const ONE_LINE_ERRORS = [ConfigError, TemporalConnectionError, ClusterPrepareError, DataDirNotMarkedError, DeploymentError, WorkerRolesError];
 
 function fail(err: unknown): never {
   if (err instanceof RunInterrupted) {

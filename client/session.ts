@@ -35,6 +35,7 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     sampling: config.sampling,
     reward: config.reward,
     taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
+    inferenceCalls: config.inference.calls,
     compatibility: compatibilityOf(config, buildId()),
   };
 }

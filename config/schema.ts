@@ -55,6 +55,18 @@ export const InferenceConfigSchema = z.strictObject({
   requestTimeoutS: z.number().positive().default(300),
   /** Most sequences decoded together in one batched forward pass (embedded engine). */
   maxBatch: positiveInt.max(256).default(32),
+  /**
+   * Where a trajectory's `generate` calls run. `inference-worker`: activities on the inference
+   * queue, served by any inference worker. `local`: Temporal local activities in the workflow
+   * worker running the trajectory, over the same provider, which needs the inference role in that
+   * worker's process; a turn then costs no server round trip, and an episode whose turns all run
+   * locally completes in one or a few workflow tasks. The turn is stored as soon as it is sampled
+   * either way, but a local turn reaches the trajectory's history only when its workflow task
+   * completes: a workflow worker that crashes before then has its trajectories resume from their
+   * last completed workflow task, where the stored turns are handed back rather than sampled
+   * again. Default `inference-worker`.
+   */
+  calls: z.enum(['inference-worker', 'local']).default('inference-worker'),
 });
 
 export const SamplingConfigSchema = z.strictObject({
@@ -346,6 +358,7 @@ export const RunConfigSchema = z
 export type RunConfig = z.infer<typeof RunConfigSchema>;
 export type TemporalConfig = z.infer<typeof TemporalConfigSchema>;
 export type MetricsConfig = z.infer<typeof MetricsConfigSchema>;
+export type InferenceConfig = z.infer<typeof InferenceConfigSchema>;
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export type AgentConfig = z.infer<typeof AgentConfigSchema>;
 export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;

@@ -61,6 +61,10 @@ describe('run config', () => {
     expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();
     expect(() => parseRunConfig({ ...realModel, trainer: { maxUpdateKl: 0.1 } })).toThrow(/trainer\.maxUpdateKl: is a setting of the embedded trainer/);
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { maxUpdateKl: -1 } })).toThrow(/trainer\.maxUpdateKl/);
+    // Model calls run on inference workers unless a run asks for local activities.
+    expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'remote' } })).toThrow(/inference\.calls: .*"inference-worker"\|"local"/);
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);

@@ -3,8 +3,11 @@
  * in the middle of a rollout, start a new one, and the rollout still completes: the new worker
  * rebuilds each workflow by replaying its history, so every trajectory and group completes exactly
  * once, no turn is sampled twice and none is skipped. With `env.sessions: local` the killed worker
- * also held the episode sessions: the new one rebuilds them from the recorded answers.
+ * also held the episode sessions: the new one rebuilds them from the recorded answers. With
+ * `inference.calls: local` it also held the model and ran every `generate`: a turn sampled but not
+ * yet in history when it died is found in the store, not sampled again.
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger } from '../src/log';
 import { runRollout } from '../client/runRollout';
@@ -16,6 +19,7 @@ import { writeConfigFile } from './support/workerProcess';
 import {
   activityAttempts,
   auditRun,
+  localActivityResults,
   killWorker,
   LoggedWorker,
   spawnLoggedWorker,
@@ -29,10 +33,18 @@ import {
 const GROUPS = 3;
 const GROUP_SIZE = 4;
 
-describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-rollout (sessions: %s)', (sessions) => {
+const CASES = [
+  { sessions: 'env-worker', calls: 'inference-worker' },
+  { sessions: 'local', calls: 'inference-worker' },
+  { sessions: 'local', calls: 'local' },
+] as const;
+
+describe.each(CASES)('workflow worker SIGKILLed mid-rollout (sessions: $sessions, model calls: $calls)', ({ sessions, calls }) => {
   it('replays every workflow on a new worker; each trajectory and group completes exactly once', async () => {
-    const config = testConfig(`fault-workflows-${sessions}`, {
+    const name = `fault-workflows-${sessions}${calls === 'local' ? '-calls-local' : ''}`;
+    const config = testConfig(name, {
       env: { sessions },
+      inference: { calls },
       // Local sessions die with the worker; longer episodes leave turns to play after the kill, so
       // an in-flight trajectory still has a session to rebuild (with 4 turns of ~1 s, all could end
       // between the store poll and the SIGKILL).
@@ -40,17 +52,19 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       sampling: { maxTokens: 16 },
       rollout: { groups: GROUPS, groupSize: GROUP_SIZE, maxConcurrency: 6 },
     });
-    const runId = `fault-workflows-${sessions}-run`;
+    const runId = `${name}-run`;
     const logger = createLogger('test');
     logger.level = 'warn';
     const configFile = writeConfigFile(config);
     const store = new TrajectoryStore(config.dataDir);
     const workflowLog = path.join(config.dataDir, 'workflow-worker.log');
 
-    const local = await startWorkers(config, ['inference', 'env'], logger);
+    // Local model calls run in the workflow worker's process, over its own engine.
+    const workflowRoles = calls === 'local' ? 'workflows,inference' : 'workflows';
+    const local = await startWorkers(config, calls === 'local' ? ['env'] : ['inference', 'env'], logger);
     let workflows: LoggedWorker | undefined;
     try {
-      workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
+      workflows = await spawnLoggedWorker(workflowRoles, configFile, workflowLog);
       const started = Date.now();
       const rollout = runRollout(config, { runId, local: false, logger });
       rollout.catch(() => undefined);
@@ -85,7 +99,7 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       });
       console.log(`SIGKILLed the workflow worker with ${atKill.finished} trajectories finished and ${atKill.inFlight} in flight`);
       expect(atKill.finished).toBeLessThan(GROUPS * GROUP_SIZE);
-      workflows = await spawnLoggedWorker('workflows', configFile, workflowLog);
+      workflows = await spawnLoggedWorker(workflowRoles, configFile, workflowLog);
 
       const summary = await within(
         rollout,
@@ -101,20 +115,35 @@ describe.each(['env-worker', 'local'] as const)('workflow worker SIGKILLed mid-r
       const groupIds = Array.from({ length: GROUPS }, (_, g) => groupIdOf(runId, g));
       expect(await auditRun(store, runId, groupIds, GROUP_SIZE)).toEqual([]);
 
-      // Replay, not redo: each trajectory's history schedules one `generate` per stored turn (a
-      // worker that re-ran a workflow from scratch instead of replaying would schedule more).
+      // Replay, not redo: each trajectory's history has one `generate` per stored turn (a worker
+      // that re-ran a workflow from scratch instead of replaying would schedule more), as an
+      // activity or, with local calls, as a local activity's recorded result.
       let retriedGenerates = 0;
       await withClient(async (client) => {
         for (const id of await store.listTrajectories(runId)) {
           const trajectory = (await store.getTrajectory(runId, id))!;
-          const attempts = await activityAttempts(client.workflow.getHandle(id));
-          const scheduled = attempts.generate?.scheduled ?? 0;
-          expect({ id, generate: scheduled }).toEqual({ id, generate: trajectory.status === 'max_context' ? trajectory.turns + 1 : trajectory.turns });
-          retriedGenerates += (attempts.generate?.attempts ?? []).filter((a) => a > 1).length;
+          const handle = client.workflow.getHandle(id);
+          const generates =
+            calls === 'local'
+              ? ((await localActivityResults(handle)).generate ?? { recorded: 0, attempts: [] })
+              : ((await activityAttempts(handle)).generate ?? { scheduled: 0, attempts: [] });
+          const recorded = 'recorded' in generates ? generates.recorded : generates.scheduled;
+          expect({ id, generate: recorded }).toEqual({ id, generate: trajectory.status === 'max_context' ? trajectory.turns + 1 : trajectory.turns });
+          retriedGenerates += generates.attempts.filter((a) => a > 1).length;
         }
       });
-      console.log(`generate activities retried: ${retriedGenerates}`);
-      if (sessions === 'local') {
+      console.log(`generate attempts retried: ${retriedGenerates}`);
+      if (calls === 'local') {
+        // Turns sampled before the kill whose results the dead worker never recorded: the new one
+        // found them stored. Whether any exist depends on where the kill fell, so this is reported.
+        const foundStored = (readFileSync(workflowLog, 'utf8').match(/turn already stored by an earlier attempt/g) ?? []).length;
+        console.log(`local generates that found their turn already stored: ${foundStored}`);
+      }
+      // With local model calls a whole short episode can run in one workflow task: one whose task
+      // had not completed at the kill replays from its start on the new worker (its stored turns
+      // handed back, its environment stepped again from the seed), a fresh session, not a rebuilt
+      // one. The turn files audited above show that nothing stored was dropped or sampled again.
+      if (sessions === 'local' && calls === 'inference-worker') {
         // The sessions died with the worker. A trajectory closed before the kill lost nothing; one
         // that stored a turn after it must have rebuilt its session first. At least one of those in
         // flight rebuilt: whether that shows as a later stored turn depends on where the kill fell

@@ -9,6 +9,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { buildTrainingSequences } from '../src/core/sequence';
 import { createLogger } from '../src/log';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { activityAttempts, localActivityResults } from '../src/temporal/history';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { runRollout } from '../client/runRollout';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
@@ -78,6 +79,40 @@ describe('rollout on the dev server', () => {
           const history = await client.workflow.getHandle(id).fetchHistory();
           writeFileSync(path.join(HISTORY_DIR, `${id}.json`), historyToJSON(history));
         }
+      }
+    });
+  });
+
+  it('with local model calls and sessions, runs each episode without one activity task', async () => {
+    const local = testConfig('integration-local', {
+      env: { sessions: 'local' },
+      inference: { calls: 'local' },
+      rollout: { groups: 2, groupSize: 4, maxConcurrency: 8 },
+    });
+    const runId = 'integration-local-run';
+    const workers = await startWorkers(local, ROLLOUT_ROLES, logger);
+    let summary;
+    try {
+      summary = await runRollout(local, { runId, local: false, logger });
+    } finally {
+      await workers.shutdown();
+    }
+    expect(summary.trajectories).toBe(8);
+    expect(summary.failedTrajectories).toBe(0);
+    const store = new TrajectoryStore(local.dataDir);
+    await withClient(async (client) => {
+      for (const id of await store.listTrajectories(runId)) {
+        const trajectory = (await store.getTrajectory(runId, id))!;
+        const handle = client.workflow.getHandle(id);
+        // Every generate is a local activity's recorded result, one per stored turn; no activity went through the server.
+        expect(await activityAttempts(handle)).toEqual({});
+        const results = await localActivityResults(handle);
+        expect({ id, generate: results.generate?.recorded }).toEqual({ id, generate: (await store.getTurns(runId, id)).length });
+        expect({ id, turns: trajectory.turns, recordTrajectory: results.recordTrajectory?.recorded }).toEqual({
+          id,
+          turns: trajectory.turns,
+          recordTrajectory: 1,
+        });
       }
     });
   });

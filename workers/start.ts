@@ -15,6 +15,7 @@ import { connectWorker, resolveTemporal } from '../src/temporal/connection';
 import { tracer } from '../src/trace/recorder';
 import { GAUGE_SAMPLE_MS, prometheusExporter, sampleEvery, trajflowMetrics } from '../src/metrics/meter';
 import { createEnvWorkers } from './envWorker';
+import { createInferenceHost, type InferenceHost } from './inferenceHost';
 import { createInferenceWorker } from './inferenceWorker';
 import { createTrainerWorker } from './trainerWorker';
 import { startPythonTrainer, type PythonTrainer } from './pythonTrainer';
@@ -27,12 +28,18 @@ export type Role = (typeof ROLES)[number];
 /** The roles a rollout needs; a training run adds the trainer. */
 export const ROLLOUT_ROLES: readonly Role[] = ['workflows', 'inference', 'env'];
 
+/** Worker roles that cannot run as asked: an unknown one, or a set one process cannot serve under its config. */
+export class WorkerRolesError extends Error {
+  override name = 'WorkerRolesError';
+}
+
 /** Parses `--role`: one role, a comma-separated list, or `all`. */
 export function parseRoles(text: string): Role[] {
   if (text === 'all') return [...ROLES];
   const roles = text.split(',').map((r) => r.trim());
   for (const role of roles) {
-    if (!(ROLES as readonly string[]).includes(role)) throw new Error(`unknown worker role ${JSON.stringify(role)}; roles: ${ROLES.join(', ')}, all`);
+    if (!(ROLES as readonly string[]).includes(role))
+      throw new WorkerRolesError(`unknown worker role ${JSON.stringify(role)}; roles: ${ROLES.join(', ')}, all`);
   }
   return roles as Role[];
 }
@@ -54,6 +61,13 @@ export interface StartOptions {
 }
 
 export async function startWorkers(config: RunConfig, roles: readonly Role[], logger: Logger, options: StartOptions = {}): Promise<RunningWorkers> {
+  const has = (r: Role) => roles.includes(r);
+  const generatesLocally = config.inference.calls === 'local' && has('workflows');
+  if (generatesLocally && !has('inference')) {
+    throw new WorkerRolesError(
+      "inference.calls is local: the workflow worker runs generate over its own process's model, so it needs the inference role beside it (--role workflows,inference), or set inference.calls to inference-worker",
+    );
+  }
   const { prometheusPort, host } = config.metrics;
   const metricsAddress = prometheusPort === undefined ? undefined : `${host}:${prometheusPort}`;
   const exported = installTemporalLogging(logger, { metrics: metricsAddress ? prometheusExporter(metricsAddress) : undefined });
@@ -65,18 +79,19 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   const target = resolveTemporal(config.temporal);
   const temporal = await connectWorker(target);
   const store = new TrajectoryStore(config.dataDir);
-  const has = (r: Role) => roles.includes(r);
 
   const workers: Worker[] = [];
   const cleanups: (() => Promise<void> | void)[] = [];
   let flushEngineStats = async () => undefined as void;
 
+  let inference: InferenceHost | undefined;
   if (has('inference')) {
     const provider = options.provider ?? (await createProvider(config, logger.child({ role: 'inference' })));
-    const inference = await createInferenceWorker(config, temporal, store, provider, logger.child({ role: 'inference' }));
-    inference.stats.start();
-    workers.push(inference.worker);
-    flushEngineStats = () => inference.stats.flush();
+    inference = await createInferenceHost(config, store, provider, logger.child({ role: 'inference' }));
+    const { stats } = inference;
+    workers.push(await createInferenceWorker(config, temporal, inference));
+    stats.start();
+    flushEngineStats = () => stats.flush();
     const stopSampling = sampleEvery(GAUGE_SAMPLE_MS, async () => {
       const s = await provider.stats();
       trajflowMetrics().recordEngine({
@@ -92,7 +107,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
     });
     cleanups.push(
       stopSampling,
-      () => inference.stats.stop(),
+      () => stats.stop(),
       () => provider.close(),
     );
   }
@@ -100,7 +115,7 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   if (has('env') || has('workflows')) {
     const sessionHost = createSessionHost(config, store, logger.child({ role: 'env' }));
     if (has('env')) workers.push(...(await createEnvWorkers(config, temporal, sessionHost, logger.child({ role: 'env' }))));
-    if (has('workflows')) workers.push(await createWorkflowWorker(config, temporal, sessionHost));
+    if (has('workflows')) workers.push(await createWorkflowWorker(config, temporal, sessionHost, generatesLocally ? inference : undefined));
     sessionHost.busy.start();
     cleanups.push(
       sampleEvery(GAUGE_SAMPLE_MS, () => trajflowMetrics().recordBusy('env', sessionHost.busyTracker.stats())),

@@ -1,13 +1,15 @@
 /**
  * Workflow worker: polls `<prefix>-workflows` and runs the trajectory, group and rollout
  * controller workflows. Deterministic orchestration only; all I/O happens in activities. The
- * episode sessions of `env.sessions: local` runs live here, served as local activities.
+ * episode sessions of `env.sessions: local` runs live here, served as local activities, and so do
+ * the model calls of `inference.calls: local` runs, over this process's inference provider.
  */
-import { Worker } from '@temporalio/worker';
+import { Worker, type ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import type { WorkerConnection } from '../src/temporal/connection';
 import { traceSinks } from '../src/trace/sinks';
 import { versioningOptions } from './deployment';
+import type { InferenceHost } from './inferenceHost';
 import type { SessionHost } from './sessionHost';
 import { taskQueuesFor } from './taskQueues';
 
@@ -17,20 +19,47 @@ import { taskQueuesFor } from './taskQueues';
  */
 export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../src/trace/workflowInterceptors')];
 
-export async function createWorkflowWorker(config: RunConfig, temporal: WorkerConnection, sessionHost: SessionHost): Promise<Worker> {
+/** Default of the SDK's local activity slots; every trajectory in flight holds at most one. */
+const LOCAL_ACTIVITY_SLOTS = 100;
+
+export async function createWorkflowWorker(
+  config: RunConfig,
+  temporal: WorkerConnection,
+  sessionHost: SessionHost,
+  inferenceHost?: InferenceHost,
+): Promise<Worker> {
   const bundlePath = process.env.TRAJFLOW_WORKFLOW_BUNDLE;
+  const generate = inferenceHost ? { generate: inferenceHost.activities.generate } : {};
   return Worker.create({
     ...temporal,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
     // With TRAJFLOW_BUILD_ID: a version of the deployment, every workflow pinned to it.
     ...versioningOptions(config.temporal),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
-    interceptors: { ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }), activity: sessionHost.activityInterceptors },
-    // Local activities only: sessions of `env.sessions: local` trajectories.
-    activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities },
+    interceptors: {
+      ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }),
+      // Each local activity is traced and metered as its own role's.
+      activity: [byActivityType((type) => (type in generate ? inferenceHost!.activityInterceptors : sessionHost.activityInterceptors))],
+    },
+    // Local activities only: sessions of `env.sessions: local` runs, model calls of `inference.calls: local` ones.
+    activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities, ...generate },
+    maxConcurrentLocalActivityExecutions: Math.max(LOCAL_ACTIVITY_SLOTS, config.rollout.maxConcurrency),
     // Trace events workflows report (always registered: workflow code calls the sink either way).
     sinks: traceSinks(config.dataDir),
     // Many small trajectories at once; the default cache is plenty, but keep tasks flowing.
     maxConcurrentWorkflowTaskExecutions: 40,
   });
+}
+
+/** One interceptor factory that runs, for each activity, the chain `route` picks by its type (first outermost). */
+export function byActivityType(route: (activityType: string) => readonly ActivityInterceptorsFactory[]): ActivityInterceptorsFactory {
+  return (ctx) => {
+    const chain = route(ctx.info.activityType).flatMap((factory) => factory(ctx).inbound ?? []);
+    return {
+      inbound: {
+        execute: (input, next) =>
+          chain.reduceRight<typeof next>((inner, interceptor) => (i) => (interceptor.execute ? interceptor.execute(i, inner) : inner(i)), next)(input),
+      },
+    };
+  };
 }

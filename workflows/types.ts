@@ -1,5 +1,5 @@
 /** Inputs and signals shared by trajflow's workflows; everything here is small JSON. */
-import type { AgentConfig, EnvConfig, EvalConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
+import type { AgentConfig, EnvConfig, EvalConfig, InferenceConfig, RewardConfig, SamplingConfig, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
 
 export interface TaskQueues {
@@ -20,6 +20,8 @@ export interface EpisodeSpec {
   sampling: SamplingConfig;
   reward: RewardConfig;
   taskQueues: TaskQueues;
+  /** Where `generate` runs (config `inference.calls`); absent in runs started before it existed. */
+  inferenceCalls?: InferenceConfig['calls'];
   /** The code and config the run started with; workers that differ refuse its tasks. */
   compatibility: Compatibility;
 }
@@ -84,6 +86,6 @@ export interface TrainingInput extends EpisodeSpec {
 
 /** The shared episode fields of a larger input, without its own extras. */
 export function episodeSpec(input: EpisodeSpec): EpisodeSpec {
-  const { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, compatibility } = input;
-  return { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, compatibility };
+  const { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, inferenceCalls, compatibility } = input;
+  return { runId, runSeed, env, envLabel, agent, sampling, reward, taskQueues, inferenceCalls, compatibility };
 }

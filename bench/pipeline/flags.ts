@@ -20,7 +20,9 @@ const NUMBER_FLAGS = {
   seed: 'seed',
 } as const satisfies Record<string, keyof PipelineBenchOptions>;
 
-export const USAGE = `usage: npm run bench:pipeline -- [--quick] [--env-sessions env-worker|local] ${Object.keys(NUMBER_FLAGS)
+export const USAGE = `usage: npm run bench:pipeline -- [--quick] [--env-sessions env-worker|local] [--inference-calls inference-worker|local] ${Object.keys(
+  NUMBER_FLAGS,
+)
   .map((flag) => `[--${flag} N]`)
   .join(' ')}`;
 
@@ -34,6 +36,7 @@ export function parseFlags(argv: readonly string[]): Partial<PipelineBenchOption
       options: {
         quick: { type: 'boolean' },
         'env-sessions': { type: 'string' },
+        'inference-calls': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         ...Object.fromEntries(Object.keys(NUMBER_FLAGS).map((flag) => [flag, { type: 'string' as const }])),
       },
@@ -50,6 +53,12 @@ export function parseFlags(argv: readonly string[]): Partial<PipelineBenchOption
   if (sessions !== undefined) {
     if (sessions !== 'env-worker' && sessions !== 'local') throw new FlagError(`--env-sessions must be env-worker or local, got ${JSON.stringify(sessions)}`);
     options.envSessions = sessions;
+  }
+  const calls = parsed.values['inference-calls'];
+  if (calls !== undefined) {
+    if (calls !== 'inference-worker' && calls !== 'local')
+      throw new FlagError(`--inference-calls must be inference-worker or local, got ${JSON.stringify(calls)}`);
+    options.inferenceCalls = calls;
   }
   for (const [flag, key] of Object.entries(NUMBER_FLAGS)) {
     const text = (parsed.values as Record<string, unknown>)[flag];

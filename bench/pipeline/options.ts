@@ -22,6 +22,8 @@ export interface PipelineBenchOptions {
   envMedianMs: number;
   /** Where episode sessions live (config env.sessions): on env workers, or local activities of the workflow worker. */
   envSessions: 'env-worker' | 'local';
+  /** Where generate runs (config inference.calls): on the inference queue, or local activities of the workflow worker. */
+  inferenceCalls: 'inference-worker' | 'local';
   /** The environment's step latency p99 / p50 (lognormal). */
   p99OverP50: number;
   /** Trainer time per trained token in every run but the trainer-bound one (fast: rollout-bound). */
@@ -51,6 +53,7 @@ export const DEFAULT_OPTIONS: PipelineBenchOptions = {
   maxBatch: 32,
   envMedianMs: 50,
   envSessions: 'local',
+  inferenceCalls: 'local',
   p99OverP50: 20,
   trainerMsPerToken: 0.02,
   slowTrainerMsPerToken: 1.2,
@@ -107,6 +110,8 @@ export function optionProblems(options: PipelineBenchOptions): string[] {
   }
   if (options.envSessions !== 'env-worker' && options.envSessions !== 'local')
     problems.push(`envSessions must be env-worker or local, got ${options.envSessions}`);
+  if (options.inferenceCalls !== 'inference-worker' && options.inferenceCalls !== 'local')
+    problems.push(`inferenceCalls must be inference-worker or local, got ${options.inferenceCalls}`);
   if (options.steps < 2) problems.push(`steps must be >= 2 (utilization is measured between the first and the last step), got ${options.steps}`);
   if (options.p99OverP50 < 1) problems.push(`p99OverP50 must be >= 1, got ${options.p99OverP50}`);
   if (options.groupSize < 2) problems.push(`groupSize must be >= 2 (a group compares its trajectories), got ${options.groupSize}`);

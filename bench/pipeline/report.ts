@@ -25,7 +25,8 @@ export function formatReport(result: PipelineBenchResult): string {
   const lines: string[] = [];
   lines.push(
     `workload: ${o.steps} train steps per run x ${o.rounds} rounds; batch ${o.batchGroups} groups x ${o.groupSize} = ${batchTrajectories(o)} trajectories; ` +
-      `streaming maxConcurrency ${o.maxConcurrency}; episodes 1..${o.maxTurns} turns; completions ${Math.ceil(o.maxTokens / 4)}..${o.maxTokens} tokens`,
+      `streaming maxConcurrency ${o.maxConcurrency}; episodes 1..${o.maxTurns} turns; completions ${Math.ceil(o.maxTokens / 4)}..${o.maxTokens} tokens; ` +
+      `on Temporal, model calls ${o.inferenceCalls === 'local' ? 'local activities' : 'on inference workers'}, env sessions ${o.envSessions === 'local' ? 'local activities' : 'on env workers'}`,
   );
   lines.push(
     `env step latency: lognormal, median ${o.envMedianMs} ms, p99/p50 ${o.p99OverP50} (sigma ${sigmaForTail(o.p99OverP50).toFixed(3)}); ` +

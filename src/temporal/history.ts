@@ -21,3 +21,25 @@ export async function activityAttempts(handle: WorkflowHandle): Promise<Record<s
   }
   return byType;
 }
+
+/** The marker name the SDK's core records a local activity's result under. */
+const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+
+/**
+ * Local activities recorded in a workflow's history, by activity type: how many results were
+ * recorded (one marker each) and the attempt that produced each.
+ */
+export async function localActivityResults(handle: WorkflowHandle): Promise<Record<string, { recorded: number; attempts: number[] }>> {
+  const history = await handle.fetchHistory();
+  const byType: Record<string, { recorded: number; attempts: number[] }> = {};
+  for (const event of history.events ?? []) {
+    const marker = event.markerRecordedEventAttributes;
+    const data = marker?.markerName === LOCAL_ACTIVITY_MARKER ? marker.details?.data?.payloads?.[0]?.data : undefined;
+    if (!data) continue;
+    const { activity_type: type, attempt } = JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type: string; attempt?: number };
+    const entry = (byType[type] ??= { recorded: 0, attempts: [] });
+    entry.recorded++;
+    entry.attempts.push(attempt ?? 1);
+  }
+  return byType;
+}

@@ -16,7 +16,7 @@ export { isRunning, killWorker, spawnLoggedWorker, type LoggedWorker } from '../
 // Worker processes load the suite's prebuilt workflow bundle instead of bundling again (same code,
 // a much faster start on 2 cores).
 if (process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE) process.env.TRAJFLOW_WORKFLOW_BUNDLE ??= process.env.TRAJFLOW_TEST_WORKFLOW_BUNDLE;
-export { activityAttempts } from '../../src/temporal/history';
+export { activityAttempts, localActivityResults } from '../../src/temporal/history';
 
 export function tail(file: string, chars = 4000): string {
   return existsSync(file) ? readFileSync(file, 'utf8').slice(-chars) : `(no ${file})`;

@@ -2,7 +2,8 @@
  * The activities a trajectory calls, and where each runs: `generate` on the inference queue; the
  * session's opening, reward and record on the env queue; its turns and close on the queue of the
  * worker holding it. With `env.sessions: local` the session lives in this workflow worker and
- * everything but `generate` runs as local activities: no server round trip, no activity events.
+ * everything but `generate` runs as local activities; with `inference.calls: local`, `generate`
+ * does too. A local activity costs no server round trip and no activity events.
  */
 import { type ActivityFunction, proxyActivities, proxyLocalActivities, type RetryPolicy } from '@temporalio/workflow';
 import type { EnvActivities, SessionActivities } from '../../activities/environment';
@@ -32,13 +33,18 @@ export interface TrajectoryActivities {
   sessionAt(sessionQueue: string): { [K in keyof SessionActivities]: Summarized<SessionActivities[K]> };
 }
 
+const GENERATE_RETRY: RetryPolicy = { initialInterval: '1 second', maximumInterval: '10 seconds' };
+
 export function trajectoryActivities(input: TrajectoryInput): TrajectoryActivities {
-  const { generate } = proxyActivities<InferenceActivities>({
-    taskQueue: input.taskQueues.inference,
-    startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
-    retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
-  });
+  const { generate } =
+    input.inferenceCalls === 'local'
+      ? proxyLocalActivities<InferenceActivities>({ startToCloseTimeout: '10 minutes', retry: GENERATE_RETRY })
+      : proxyActivities<InferenceActivities>({
+          taskQueue: input.taskQueues.inference,
+          startToCloseTimeout: '10 minutes',
+          heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
+          retry: GENERATE_RETRY,
+        });
   const envActivities = proxyActivities<EnvActivities>({
     taskQueue: input.taskQueues.env,
     startToCloseTimeout: '10 minutes',
