@@ -22,6 +22,15 @@ export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../src/trace/workf
 /** Default of the SDK's local activity slots; every trajectory in flight holds at most one. */
 const LOCAL_ACTIVITY_SLOTS = 100;
 
+/**
+ * Threads that run workflow code (the SDK's default is one). Each call into the workflow sandbox
+ * starts and joins a watchdog thread (the deadlock timeout), which on a busy machine blocks the
+ * calling thread for a few hundred microseconds, tens of times per trajectory; a second thread
+ * keeps other workflows' tasks moving meanwhile. bench:pipeline, fixed-latency model, alternating
+ * runs: 6.63 and 6.63 trajectories/s with two against 5.82 and 5.09 with one.
+ */
+const WORKFLOW_THREADS = 2;
+
 export async function createWorkflowWorker(
   config: RunConfig,
   temporal: WorkerConnection,
@@ -48,6 +57,7 @@ export async function createWorkflowWorker(
     sinks: traceSinks(config.dataDir),
     // Many small trajectories at once; the default cache is plenty, but keep tasks flowing.
     maxConcurrentWorkflowTaskExecutions: 40,
+    workflowThreadPoolSize: WORKFLOW_THREADS,
   });
 }
 
