@@ -17,6 +17,8 @@ export interface RunSpec {
   /** The continuous-batching stand-in timed like the measured engine, or the fixed-latency one. */
   model: 'measured-engine' | 'fixed-latency';
   trainer: 'fast' | 'slow';
+  /** Where generate runs in this run, when not where the bench's options put it (Temporal runs only). */
+  inferenceCalls?: 'inference-worker' | 'local';
 }
 
 const stream = (eta: number): RunSpec => ({
@@ -62,6 +64,14 @@ export const IN_PROCESS_ETA2 = inProcess(2);
 export const FIXED_TEMPORAL: RunSpec = { ...STREAM_ETA1, key: 'fixed-temporal', label: 'Temporal streaming eta=1, fixed model', model: 'fixed-latency' };
 export const FIXED_IN_PROCESS: RunSpec = { ...IN_PROCESS_ETA1, key: 'fixed-inproc', label: 'in-process streaming eta=1, fixed model', model: 'fixed-latency' };
 
+/** What a server round trip per model call costs: the fixed-latency run with generate on the inference queue. */
+export const FIXED_TEMPORAL_REMOTE: RunSpec = {
+  ...FIXED_TEMPORAL,
+  key: 'fixed-temporal-remote',
+  label: 'Temporal streaming eta=1, fixed model, calls on inference workers',
+  inferenceCalls: 'inference-worker',
+};
+
 /** Trainer-bound regime: the same streaming run with a slow trainer. */
 export const SLOW_TRAINER: RunSpec = { ...STREAM_ETA1, key: 'slow-trainer', label: 'Temporal streaming eta=1, slow trainer', trainer: 'slow' };
 
@@ -74,6 +84,7 @@ export const CONFIGURATIONS: readonly RunSpec[] = [
   IN_PROCESS_ETA1,
   IN_PROCESS_ETA2,
   FIXED_TEMPORAL,
+  FIXED_TEMPORAL_REMOTE,
   FIXED_IN_PROCESS,
   SLOW_TRAINER,
 ];

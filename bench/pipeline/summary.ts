@@ -2,6 +2,7 @@
 import {
   FIXED_IN_PROCESS,
   FIXED_TEMPORAL,
+  FIXED_TEMPORAL_REMOTE,
   IN_PROCESS_ETA0,
   IN_PROCESS_ETA1,
   IN_PROCESS_ETA2,
@@ -96,5 +97,6 @@ export function comparisons(configurations: readonly ConfigurationSummary[]): Co
     ratio('in-process eta=1 / in-process eta=0 throughput', IN_PROCESS_ETA1, IN_PROCESS_ETA0),
     ratio('in-process eta=2 / in-process eta=0 throughput', IN_PROCESS_ETA2, IN_PROCESS_ETA0),
     ratio('Temporal / in-process throughput, measured-engine model, eta=1', STREAM_ETA1, IN_PROCESS_ETA1),
+    ratio('fixed-latency model, Temporal: calls as local activities / on inference workers', FIXED_TEMPORAL, FIXED_TEMPORAL_REMOTE),
   ];
 }

@@ -27,7 +27,7 @@ export function runConfigFor(options: PipelineBenchOptions, place: BenchPlace, s
       run: { name: 'bench-pipeline', seed: options.seed },
       temporal: { address: place.temporalAddress, taskQueuePrefix: place.taskQueuePrefix },
       model: { maxContext: MAX_CONTEXT },
-      inference: { maxBatch: options.maxBatch, calls: options.inferenceCalls },
+      inference: { maxBatch: options.maxBatch, calls: spec.inferenceCalls ?? options.inferenceCalls },
       sampling: { maxTokens: options.maxTokens },
       env: { name: LATENCY_ENV, sessions: options.envSessions, medianMs: options.envMedianMs, p99OverP50: options.p99OverP50, maxSteps: options.maxTurns },
       agent: { name: ANY_ANSWER_AGENT, maxTurns: options.maxTurns },
