@@ -26,8 +26,7 @@ const LOCAL_ACTIVITY_SLOTS = 100;
  * Threads that run workflow code (the SDK's default is one). Each call into the workflow sandbox
  * starts and joins a watchdog thread (the deadlock timeout), which on a busy machine blocks the
  * calling thread for a few hundred microseconds, tens of times per trajectory; a second thread
- * keeps other workflows' tasks moving meanwhile. bench:pipeline, fixed-latency model, alternating
- * runs: 6.63 and 6.63 trajectories/s with two against 5.82 and 5.09 with one.
+ * keeps other workflows' tasks moving meanwhile (README, "Streaming against synchronous").
  */
 const WORKFLOW_THREADS = 2;
 
