@@ -48,13 +48,28 @@ export function createLogger(name: string, options: LoggerOptions = {}): Logger 
   return pino({ name, level }, { write: (line: string) => sink.write(prettify(JSON.parse(line))) });
 }
 
-const PINO_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+type PinoLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+const PINO_LEVELS: Record<LogLevel, PinoLevel> = {
   TRACE: 'trace',
   DEBUG: 'debug',
   INFO: 'info',
   WARN: 'warn',
   ERROR: 'error',
 };
+
+/** The SDK core's warning code for a workflow task that took longer than 5 s. */
+const SLOW_WORKFLOW_TASK = '[TMPRL1104]';
+
+/** The level a line of the Temporal runtime is logged at here; undefined drops it. */
+export function levelOfTemporalLine(level: LogLevel, message: string, meta?: Record<string, unknown>): PinoLevel | undefined {
+  // Expected for role-specific workers, which register only workflows or only activities.
+  if (/^No (workflows|activities) registered/.test(message)) return undefined;
+  // A trajectory's workflow task stays open while its local activities (sessions, local model
+  // calls) run, for seconds by design; a slow task of any other workflow still warns.
+  if (message.startsWith(SLOW_WORKFLOW_TASK) && meta?.workflowType === 'trajectoryWorkflow') return 'debug';
+  return PINO_LEVELS[level];
+}
 
 let installed = false;
 
@@ -72,9 +87,8 @@ export function installTemporalLogging(logger: Logger, options: { metrics?: Metr
   const level: LogLevel = logger.isLevelEnabled('debug') ? 'DEBUG' : 'WARN';
   Runtime.install({
     logger: new DefaultLogger(level, ({ level, message, meta }) => {
-      // Expected for role-specific workers, which register only workflows or only activities.
-      if (/^No (workflows|activities) registered/.test(message)) return;
-      temporal[PINO_LEVELS[level]]((meta ?? {}) as LogMetadata, message);
+      const pinoLevel = levelOfTemporalLine(level, message, meta);
+      if (pinoLevel) temporal[pinoLevel]((meta ?? {}) as LogMetadata, message);
     }),
     telemetryOptions: {
       // The SDK core's own warnings (a slow workflow task, a failed poll) through `logger` too, not
