@@ -26,7 +26,8 @@ const LOCAL_ACTIVITY_SLOTS = 100;
  * Threads that run workflow code (the SDK's default is one). Each call into the workflow sandbox
  * starts and joins a watchdog thread (the deadlock timeout), which on a busy machine blocks the
  * calling thread for a few hundred microseconds, tens of times per trajectory; a second thread
- * keeps other workflows' tasks moving meanwhile (README, "Streaming against synchronous").
+ * keeps other workflows' tasks moving meanwhile. It helped measurably only when other work shared
+ * the CPUs (README, "Streaming against synchronous").
  */
 const WORKFLOW_THREADS = 2;
 
