@@ -142,7 +142,8 @@ describe.each(CASES)('workflow worker SIGKILLed mid-rollout (sessions: $sessions
       // With local model calls a whole short episode can run in one workflow task: one whose task
       // had not completed at the kill replays from its start on the new worker (its stored turns
       // handed back, its environment stepped again from the seed), a fresh session, not a rebuilt
-      // one. The turn files audited above show that nothing stored was dropped or sampled again.
+      // one. The turn files audited above show that no stored turn was dropped, and the log count
+      // above that turns were handed back rather than sampled.
       if (sessions === 'local' && calls === 'inference-worker') {
         // The sessions died with the worker. A trajectory closed before the kill lost nothing; one
         // that stored a turn after it must have rebuilt its session first. At least one of those in
