@@ -25,7 +25,7 @@ const LOCAL_ACTIVITY_SLOTS = 100;
 /**
  * Threads that run workflow code (the SDK's default is one). Each call into the workflow sandbox
  * starts and joins a watchdog thread (the deadlock timeout), which on a busy machine blocks the
- * calling thread for a few hundred microseconds, tens of times per trajectory; a second thread
+ * calling thread while that thread waits for a core, tens of times per trajectory; a second thread
  * keeps other workflows' tasks moving meanwhile. It helped measurably only when other work shared
  * the CPUs (README, "Streaming against synchronous").
  */
@@ -38,7 +38,10 @@ export async function createWorkflowWorker(
   inferenceHost?: InferenceHost,
 ): Promise<Worker> {
   const bundlePath = process.env.TRAJFLOW_WORKFLOW_BUNDLE;
-  const generate = inferenceHost ? { generate: inferenceHost.activities.generate } : {};
+  const modelCalls = inferenceHost ? { generate: inferenceHost.activities.generate } : {};
+  // Each local activity is traced and metered as its own role's.
+  const interceptorsOf = (activityType: string) =>
+    inferenceHost && activityType in modelCalls ? inferenceHost.activityInterceptors : sessionHost.activityInterceptors;
   return Worker.create({
     ...temporal,
     taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
@@ -47,11 +50,10 @@ export async function createWorkflowWorker(
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
     interceptors: {
       ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }),
-      // Each local activity is traced and metered as its own role's.
-      activity: [byActivityType((type) => (type in generate ? inferenceHost!.activityInterceptors : sessionHost.activityInterceptors))],
+      activity: [byActivityType(interceptorsOf)],
     },
     // Local activities only: sessions of `env.sessions: local` runs, model calls of `inference.calls: local` ones.
-    activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities, ...generate },
+    activities: { ...sessionHost.envActivities, ...sessionHost.sessionActivities, ...modelCalls },
     maxConcurrentLocalActivityExecutions: Math.max(LOCAL_ACTIVITY_SLOTS, config.rollout.maxConcurrency),
     // Trace events workflows report (always registered: workflow code calls the sink either way).
     sinks: traceSinks(config.dataDir),

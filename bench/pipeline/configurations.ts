@@ -5,6 +5,8 @@
  * (trainer fast, trainer slow).
  */
 
+import type { InferenceConfig } from '../../config/schema';
+
 export type Pipeline = 'temporal-streaming' | 'temporal-synchronous' | 'in-process-streaming';
 
 export interface RunSpec {
@@ -18,7 +20,7 @@ export interface RunSpec {
   model: 'measured-engine' | 'fixed-latency';
   trainer: 'fast' | 'slow';
   /** Where generate runs in this run, when not where the bench's options put it (Temporal runs only). */
-  inferenceCalls?: 'inference-worker' | 'local';
+  inferenceCalls?: InferenceConfig['calls'];
 }
 
 const stream = (eta: number): RunSpec => ({

@@ -3,6 +3,8 @@
  * CLI flags and for callers of benchmarkPipeline, with messages that name the option).
  */
 
+import type { InferenceConfig } from '../../config/schema';
+
 export interface PipelineBenchOptions {
   /** Train steps per run. */
   steps: number;
@@ -23,7 +25,7 @@ export interface PipelineBenchOptions {
   /** Where episode sessions live (config env.sessions): on env workers, or local activities of the workflow worker. */
   envSessions: 'env-worker' | 'local';
   /** Where generate runs (config inference.calls): on the inference queue, or local activities of the workflow worker. */
-  inferenceCalls: 'inference-worker' | 'local';
+  inferenceCalls: InferenceConfig['calls'];
   /** The environment's step latency p99 / p50 (lognormal). */
   p99OverP50: number;
   /** Trainer time per trained token in every run but the trainer-bound one (fast: rollout-bound). */
