@@ -12,7 +12,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { AgentConfig, EnvConfig, ModelSettings, TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
 import { INVALID_CONFIG } from '../src/core/failures';
-import { hasMixedOutcomes } from '../src/core/groupStats';
+import { passesGroupFilter } from '../src/core/groupStats';
 import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
@@ -266,7 +266,7 @@ async function readGroupUnlessCorrupt(
 async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
   const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
   for (const group of groups) {
-    if (trainer.groupFilter === 'mixed-outcomes' && !hasMixedOutcomes(group)) {
+    if (!passesGroupFilter(trainer.groupFilter, group)) {
       batch.skipped.push(group);
       continue;
     }

@@ -188,12 +188,25 @@ export const TrainerConfigSchema = z.strictObject({
   loss: LossConfigSchema.prefault({}),
   /**
    * `mixed-outcomes`: train only on groups where some episodes solved the task and some did not
-   * (DAPO's dynamic-sampling filter, without resampling); the others are recorded and counted, not
-   * trained. A group that all failed has no success to compare with: all it could teach is to
-   * avoid penalties, which a policy that has not found the goal yet learns by stalling; one that
-   * all succeeded has only speed to compare. `none`: train on every group.
+   * (DAPO's dynamic-sampling filter); the others are recorded and counted, not trained. A group
+   * that all failed has no success to compare with: all it could teach is to avoid penalties,
+   * which a policy that has not found the goal yet learns by stalling; one that all succeeded has
+   * only speed to compare. `none`: train on every group.
    */
   groupFilter: z.enum(['none', 'mixed-outcomes']).default('none'),
+  /**
+   * What a step does with the groups `groupFilter` drops. `skip`: it trains on the rest of its
+   * `batchGroups` (fewer groups, or none). `replace`: it takes later groups in their place until
+   * `batchGroups` of them pass, as DAPO's dynamic sampling does, so every step trains a full
+   * batch; the rollout samples as many more groups as were dropped.
+   */
+  filteredGroups: z.enum(['skip', 'replace']).default('skip'),
+  /**
+   * With `filteredGroups: replace`, the most groups one step looks at: a step that finds fewer
+   * than `batchGroups` passing among this many trains on those (a policy that never solves the
+   * task would otherwise sample forever). Default: 4 x batchGroups.
+   */
+  maxGroupsPerStep: positiveInt.optional(),
   learningRate: z.number().positive().default(1e-3),
   maxGradNorm: z.number().positive().default(1),
   /**
@@ -339,6 +352,20 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'maxUpdateKl'],
         message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
+      });
+    }
+    const { groupFilter, filteredGroups, maxGroupsPerStep, batchGroups } = config.trainer;
+    if (filteredGroups === 'replace' && groupFilter === 'none') {
+      ctx.addIssue({ code: 'custom', path: ['trainer', 'filteredGroups'], message: 'replace needs a trainer.groupFilter that drops groups (mixed-outcomes)' });
+    }
+    if (maxGroupsPerStep !== undefined && filteredGroups !== 'replace') {
+      ctx.addIssue({ code: 'custom', path: ['trainer', 'maxGroupsPerStep'], message: 'applies only with trainer.filteredGroups: replace' });
+    }
+    if (maxGroupsPerStep !== undefined && maxGroupsPerStep < batchGroups) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'maxGroupsPerStep'],
+        message: `must be at least trainer.batchGroups (${batchGroups}): a step looks at its batch's groups before any replacement`,
       });
     }
     if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {

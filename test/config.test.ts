@@ -65,6 +65,16 @@ describe('run config', () => {
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'remote' } })).toThrow(/inference\.calls: .*"inference-worker"\|"local"/);
+    // Replacing filtered groups needs a filter, and a step's span holds at least its batch.
+    const replacing = { groupFilter: 'mixed-outcomes', filteredGroups: 'replace', batchGroups: 2 };
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, trainer: replacing }).trainer.maxGroupsPerStep).toBeUndefined();
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { filteredGroups: 'replace' } })).toThrow(
+      /trainer\.filteredGroups: replace needs a trainer\.groupFilter/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { ...replacing, maxGroupsPerStep: 1 } })).toThrow(
+      /trainer\.maxGroupsPerStep: must be at least trainer\.batchGroups \(2\)/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { maxGroupsPerStep: 8 } })).toThrow(/trainer\.maxGroupsPerStep: applies only with/);
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);

@@ -6,7 +6,8 @@
  */
 import { getExternalWorkflowHandle, log, ParentClosePolicy, setCurrentDetails, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
 import { admissionAllowance } from '../src/core/admission';
-import { groupIdOf } from '../src/core/ids';
+import { leastGroupsTaken, passesGroupFilter } from '../src/core/groupStats';
+import { groupIdOf, parseGroupOrTrajectoryId } from '../src/core/ids';
 import { hashString } from '../src/core/random';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -31,6 +32,17 @@ export interface RolloutState {
   openGroups: Record<string, { granted: number; freed: string[] }>;
   /** Groups this run may start; lowered by a stop, so a stop survives continue-as-new. */
   groupLimit: number;
+  /** With replacement of filtered groups (`input.training.replacement`): see GroupFilterOutcomes. */
+  replacement?: GroupFilterOutcomes;
+}
+
+/** What the staleness bound counts from when steps replace the groups their filter drops. */
+export interface GroupFilterOutcomes {
+  /** Groups the steps before the current policy version took, and before the pending one. */
+  takenGroups: number;
+  pendingTakenGroups?: number;
+  /** Whether each finished group at or after `takenGroups` passed the filter, by group index. */
+  passed: Record<number, boolean>;
 }
 
 /** Each group is one prompt: its own seeded environment instance (map and slips). */
@@ -57,6 +69,7 @@ export function initialRolloutState(input: RolloutInput): RolloutState {
     },
     openGroups: {},
     groupLimit: input.groups,
+    ...(input.training?.replacement && { replacement: { takenGroups: input.training.replacement.takenGroups, passed: {} } }),
   };
 }
 
@@ -85,7 +98,7 @@ export class RolloutController {
     setHandler(rolloutStatusQuery, () => this.status);
     setHandler(slotFreedSignal, ({ groupId, trajectoryId }) => this.slotFreed(groupId, trajectoryId));
     setHandler(stopAdmissionSignal, () => this.stopAdmission());
-    setHandler(policyPublishedSignal, (version) => this.policyPublished(version));
+    setHandler(policyPublishedSignal, (version, takenGroups) => this.policyPublished(version, takenGroups));
     setHandler(groupFinishedSignal, (summary) => this.groupFinished(summary));
   }
 
@@ -104,18 +117,36 @@ export class RolloutController {
     this.changed = true;
   }
 
-  private policyPublished(version: number): void {
-    const { status } = this;
+  private policyPublished(version: number, takenGroups: number | undefined): void {
+    const { status, state } = this;
     if (version <= (status.pendingPolicyVersion ?? status.policyVersion)) return;
-    if (this.input.training?.weightSync === 'episode') status.pendingPolicyVersion = version;
-    else status.policyVersion = version;
+    if (this.input.training?.weightSync === 'episode') {
+      status.pendingPolicyVersion = version;
+      if (state.replacement && takenGroups !== undefined) state.replacement.pendingTakenGroups = takenGroups;
+    } else {
+      status.policyVersion = version;
+      if (takenGroups !== undefined) this.groupsTaken(takenGroups);
+    }
     this.changed = true;
   }
 
+  /** The steps before the current policy version took groups up to `takenGroups`: their outcomes are no longer needed. */
+  private groupsTaken(takenGroups: number): void {
+    const { replacement } = this.state;
+    if (!replacement) return;
+    replacement.takenGroups = takenGroups;
+    for (const index of Object.keys(replacement.passed).map(Number)) if (index < takenGroups) delete replacement.passed[index];
+  }
+
   private async groupFinished(summary: GroupSummary): Promise<void> {
-    const { status, input } = this;
-    if (!this.state.openGroups[summary.groupId]) return;
-    delete this.state.openGroups[summary.groupId];
+    const { status, input, state } = this;
+    if (!state.openGroups[summary.groupId]) return;
+    delete state.openGroups[summary.groupId];
+    const replacement = input.training?.replacement;
+    const index = parseGroupOrTrajectoryId(summary.groupId)?.groupIndex;
+    if (replacement && state.replacement && index !== undefined && index >= state.replacement.takenGroups) {
+      state.replacement.passed[index] = passesGroupFilter(replacement.rule.groupFilter, summary);
+    }
     status.groupsFinished++;
     status.trajectoriesFinished += summary.trajectoryIds.length;
     status.trajectoriesFailed += summary.failed.length;
@@ -175,11 +206,17 @@ export class RolloutController {
     if (status.pendingPolicyVersion === undefined || status.trajectoriesInFlight > 0) return;
     status.policyVersion = status.pendingPolicyVersion;
     status.pendingPolicyVersion = undefined;
+    const pendingTaken = this.state.replacement?.pendingTakenGroups;
+    if (pendingTaken !== undefined) {
+      this.groupsTaken(pendingTaken);
+      delete this.state.replacement!.pendingTakenGroups;
+    }
   }
 
   /** Slots that may be granted now: concurrency, the staleness bound and any pending sync. */
   private freeSlots(): number {
     const { status, input } = this;
+    const leastTaken = this.leastTakenGroups();
     return admissionAllowance({
       maxConcurrency: input.maxConcurrency,
       inFlight: status.trajectoriesInFlight,
@@ -188,9 +225,23 @@ export class RolloutController {
         maxStaleness: input.training.maxStaleness,
         version: status.policyVersion,
         batchTrajectories: input.training.batchTrajectories,
+        leastTakenTrajectories: leastTaken === undefined ? undefined : leastTaken * input.groupSize,
         syncPending: status.pendingPolicyVersion !== undefined,
       },
     });
+  }
+
+  /**
+   * With replacement of filtered groups: one past the last group that the steps from the current
+   * policy version through eta more (none past the run's last) take at the least
+   * (src/core/admission).
+   */
+  private leastTakenGroups(): number | undefined {
+    const replacement = this.input.training?.replacement;
+    const outcomes = this.state.replacement;
+    if (!replacement || !outcomes) return undefined;
+    const steps = Math.min(this.input.training!.maxStaleness + 1, replacement.finalVersion - this.status.policyVersion);
+    return leastGroupsTaken(outcomes.takenGroups, Math.max(0, steps), replacement.rule, (index) => outcomes.passed[index]);
   }
 
   private grant(count: number): void {

@@ -17,8 +17,11 @@ export const groupReadySignal = defineSignal<[GroupSummary]>('groupReady');
 /** Trainer -> controller: start no new group; finish the open ones, then complete. */
 export const stopAdmissionSignal = defineSignal('stopAdmission');
 
-/** Trainer -> controller: weights version `version` is published. */
-export const policyPublishedSignal = defineSignal<[version: number]>('policyPublished');
+/**
+ * Trainer -> controller: weights version `version` is published; with replacement of filtered
+ * groups, also how many groups the steps before it took.
+ */
+export const policyPublishedSignal = defineSignal<[version: number, consumedGroups?: number]>('policyPublished');
 
 export interface RolloutStatus {
   groupsTotal: number;

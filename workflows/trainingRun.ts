@@ -20,6 +20,7 @@ import {
 } from '@temporalio/workflow';
 import type { EvaluationActivities, EvaluationRecord } from '../activities/evaluation';
 import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
+import { nextBatchIndices, passesGroupFilter, replacementSpan } from '../src/core/groupStats';
 import { groupIdOf, rolloutIdOf } from '../src/core/ids';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -38,8 +39,10 @@ export interface TrainingState {
   step: number;
   /** Groups waiting for a train step, oldest first. */
   pending: GroupSummary[];
-  /** Ids of groups already trained (so a late duplicate is recognised). */
+  /** Ids of groups already consumed by a step, trained or filtered out (so a late duplicate is recognised). */
   trained: string[];
+  /** Index of the first group no step has taken yet; absent in runs started before it (then step x batchGroups). */
+  nextGroupIndex?: number;
   paused: boolean;
   stopping: boolean;
   lastMetrics?: TrainStepOutput['metrics'];
@@ -116,9 +119,15 @@ export class TrainingRun {
     const { state } = this;
     if (this.finished) return 'finished';
     if (state.stopping) return 'stopping';
-    const missing = this.batchIds().filter((id) => !state.pending.some((g) => g.groupId === id)).length;
-    if (missing === 0) return `step ${state.step}'s groups are all in`;
-    return `waiting for ${missing} of step ${state.step}'s ${plural(this.input.trainer.batchGroups, 'group')}`;
+    const { trainer } = this.input;
+    const batch = this.nextBatch();
+    if (batch.complete) return `step ${state.step}'s groups are all in`;
+    const arrived = batch.groups.filter((g) => g !== undefined);
+    if (replacementSpan(trainer) === undefined) {
+      return `waiting for ${batch.groups.length - arrived.length} of step ${state.step}'s ${plural(trainer.batchGroups, 'group')}`;
+    }
+    const passing = arrived.filter((g) => passesGroupFilter(trainer.groupFilter, g)).length;
+    return `waiting for group ${batch.indices.at(-1)}: step ${state.step} has ${passing} of ${trainer.batchGroups} groups that pass its filter`;
   }
 
   /** Runs `activity` while the details say `doing`. */
@@ -187,10 +196,16 @@ export class TrainingRun {
     this.showDetails();
   }
 
-  /** Starts the rollout controller for the groups the remaining steps will train on. */
+  /**
+   * Starts the rollout controller for the groups the remaining steps will train on: with
+   * replacement of filtered groups, for as many as those steps may look at; the last step then
+   * stops it.
+   */
   async startRollouts(): Promise<void> {
     const { input, state } = this;
     const { trainer } = input;
+    const span = replacementSpan(trainer);
+    const groups = (trainer.steps - state.step) * (span ?? trainer.batchGroups);
     await startChild(rolloutWorkflow, {
       workflowId: this.controllerId,
       taskQueue: input.taskQueues.workflows,
@@ -198,8 +213,8 @@ export class TrainingRun {
       args: [
         {
           ...episodeSpec(input),
-          groups: (trainer.steps - state.step) * trainer.batchGroups,
-          firstGroupIndex: state.step * trainer.batchGroups,
+          groups,
+          firstGroupIndex: this.firstUntaken(),
           groupSize: input.groupSize,
           maxConcurrency: input.maxConcurrency,
           training: {
@@ -208,6 +223,9 @@ export class TrainingRun {
             maxStaleness: trainer.maxStaleness,
             weightSync: trainer.weightSync,
             initialVersion: state.version,
+            ...(span !== undefined && {
+              replacement: { rule: trainer, takenGroups: this.firstUntaken(), finalVersion: state.version + trainer.steps - state.step },
+            }),
           },
         },
       ],
@@ -218,7 +236,7 @@ export class TrainingRun {
       ],
       staticSummary: `rollouts of training run ${input.runId}`,
       staticDetails: runDetails(input, {
-        groups: (trainer.steps - state.step) * trainer.batchGroups,
+        groups,
         groupSize: input.groupSize,
         maxConcurrency: input.maxConcurrency,
         trainer,
@@ -226,26 +244,38 @@ export class TrainingRun {
     });
   }
 
+  private firstUntaken(): number {
+    return this.state.nextGroupIndex ?? this.state.step * this.input.trainer.batchGroups;
+  }
+
   /**
-   * Step k trains groups k*B .. k*B+B-1 (B = batchGroups): the k-th batch in admission order, not
-   * whichever groups finished first. The controller admitted them while admitted <= (eta + v + 1)
-   * x batch, so they started under version >= k - eta and every token they hold is at most eta
+   * Step k takes the next groups in admission order, not whichever finished first: groups k*B ..
+   * k*B+B-1 (B = batchGroups), or with replacement of filtered groups, from the first group no
+   * step took up to the B-th that passes the filter (src/core/groupStats). The controller admitted
+   * them within the staleness bound (src/core/admission), so every token they hold is at most eta
    * versions older than the weights trained at step k; a straggler is waited for, never skipped.
    */
-  private batchIds(): string[] {
-    const { batchGroups } = this.input.trainer;
-    return Array.from({ length: batchGroups }, (_, j) => groupIdOf(this.input.runId, this.state.step * batchGroups + j));
+  private nextBatch(): { indices: number[]; groups: (GroupSummary | undefined)[]; complete: boolean } {
+    const { runId, trainer } = this.input;
+    const arrived = (index: number) => this.state.pending.find((g) => g.groupId === groupIdOf(runId, index));
+    const passes = (index: number) => {
+      const group = arrived(index);
+      return group && passesGroupFilter(trainer.groupFilter, group);
+    };
+    const { indices, complete } = nextBatchIndices(this.firstUntaken(), trainer, passes);
+    return { indices, groups: indices.map(arrived), complete };
   }
 
   batchReady(): boolean {
-    return this.batchIds().every((id) => this.state.pending.some((g) => g.groupId === id));
+    return this.nextBatch().complete;
   }
 
   /** Trains the next batch (it must be ready), publishing the next version, and tells the controller. */
   async trainNextBatch(): Promise<void> {
     const { input, state } = this;
-    const ids = this.batchIds();
-    const batch = ids.map((id) => state.pending.find((g) => g.groupId === id)!);
+    const next = this.nextBatch();
+    const batch = next.groups.filter((g) => g !== undefined);
+    const ids = batch.map((g) => g.groupId);
     const dequeuedAt = Date.now();
     for (const id of ids) {
       const since = this.queuedAt.get(id);
@@ -267,13 +297,20 @@ export class TrainingRun {
       untilMatchingWorker(`train step ${state.step}`, () => this.activities.trainStep.executeWithOptions({ summary }, [request])),
     );
     state.pending = state.pending.filter((g) => !ids.includes(g.groupId));
-    state.trained.push(...batch.map((g) => g.groupId));
+    state.trained.push(...ids);
+    state.nextGroupIndex = this.firstUntaken() + ids.length;
     this.traceQueue();
     state.version = result.version;
     state.step++;
     state.lastMetrics = result.metrics;
     this.showDetails();
-    await this.tellController((controller) => controller.signal(policyPublishedSignal, state.version));
+    if (replacementSpan(input.trainer) === undefined) {
+      await this.tellController((controller) => controller.signal(policyPublishedSignal, state.version));
+      return;
+    }
+    // The controller may start groups the run will not need: the last step stops it first.
+    if (this.finished) await this.tellController((controller) => controller.signal(stopAdmissionSignal));
+    await this.tellController((controller) => controller.signal(policyPublishedSignal, state.version, state.nextGroupIndex));
   }
 
   /** Held-out evaluation of the current version: at version 0, every `eval.everySteps` steps, and at the end. */

@@ -69,6 +69,17 @@ export interface RolloutTraining {
   weightSync: 'episode' | 'turn';
   /** Policy version published when the controller starts. */
   initialVersion: number;
+  /** Present when steps replace the groups their filter drops (`trainer.filteredGroups: replace`). */
+  replacement?: GroupReplacement;
+}
+
+export interface GroupReplacement {
+  /** How the trainer picks each step's groups (src/core/groupStats nextBatchIndices). */
+  rule: Pick<TrainerConfig, 'groupFilter' | 'filteredGroups' | 'maxGroupsPerStep' | 'batchGroups'>;
+  /** Groups the steps before `initialVersion` took, from group 0; the trainer sends the count with each version. */
+  takenGroups: number;
+  /** The version the run's last step publishes: no step takes groups after it. */
+  finalVersion: number;
 }
 
 export interface TrainingInput extends EpisodeSpec {
