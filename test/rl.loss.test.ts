@@ -4,7 +4,7 @@ import { modelConfig } from '../src/model/config';
 import { parameterSpecs, initWeights } from '../src/model/weights';
 import { sequenceLogprobs, type TensorWeights } from '../src/model/transformer';
 import '../src/rl/gradients';
-import { lossInputs, policyLoss, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+import { lossInputs, policyLoss, sameSequenceParts, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
 import { LossConfigSchema } from '../config/schema';
 
 /** The loss as a run's config sets it by default, at temperature 1. */
@@ -174,6 +174,55 @@ describe('gradient of the loss through the model', () => {
     }
     console.log(`loss ${value.dataSync()[0].toFixed(5)}; gradient check:\n${rows.join('\n')}`);
     tf.dispose([value, ...Object.values(grads), ...Object.values(variables)]);
+  });
+});
+
+describe('a sequence that recurs in a batch', () => {
+  const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
+  const a = { ids: [257, 258, 65, 66, 261, 260, 67, 68, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1] };
+  const b = { ids: [257, 259, 70, 71, 261, 260, 80, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1] };
+
+  it('is grouped with its repeats, in order of first appearance', () => {
+    const repeat = { ids: [...a.ids], lossMask: [...a.lossMask] };
+    const otherMask = { ids: [...a.ids], lossMask: [0, 0, 0, 0, 0, 0, 0, 1, 1] };
+    expect(sameSequenceParts([a, b, repeat, otherMask])).toEqual([[a, repeat], [b], [otherMask]]);
+  });
+
+  it('is run once and gives the loss and gradient of one pass per sample', () => {
+    const initial = initWeights(config, 5);
+    const variables: Record<string, tf.Variable> = {};
+    for (const { name, shape } of parameterSpecs(config)) variables[name] = tf.variable(tf.tensor(initial.params[name], [...shape]));
+    const policy: TensorWeights = { config, params: variables };
+    const temperature = 0.8;
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, temperature };
+    const current = (ids: number[]) => Array.from(sequenceLogprobs(policy, ids, temperature));
+    // Sequence a sampled twice, by policies a little apart and with different advantages; b once.
+    const sample = (s: typeof a, advantage: number, offset: number): TrainingSample => ({
+      ...s,
+      advantage,
+      behaviourLogprobs: [0, ...current(s.ids).map((lp, t) => lp + offset * Math.sin(3 * t))],
+    });
+    const samples = [sample(a, 0.7, 0.05), sample(b, -1.2, 0.03), sample(a, -0.4, -0.08)];
+    const refLogprobs = samples.map(({ ids }) => current(ids).map((lp, t) => lp - 0.1 * Math.cos(2 * t)));
+    const variableList = Object.values(variables);
+    // Token-mean over the batch, as one pass per sample: sum_i (tokens_i / tokens) loss_i.
+    const tokens = samples.map(({ lossMask }) => lossMask.reduce((n, m) => n + m, 0));
+    const total = tokens.reduce((x, y) => x + y);
+    const perSample = tf.variableGrads(
+      () =>
+        tf.addN(
+          samples.map((s, i) => tf.mul(policyLoss(lossInputs(policy, [s], temperature, [refLogprobs[i]]), lossConfig).loss, tokens[i] / total)),
+        ) as tf.Scalar,
+      variableList,
+    );
+    const together = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss, variableList);
+    expect(together.value.dataSync()[0]).toBeCloseTo(perSample.value.dataSync()[0], 6);
+    for (const variable of variableList) {
+      const expected = perSample.grads[variable.name].dataSync();
+      const actual = together.grads[variable.name].dataSync();
+      expected.forEach((g, i) => expect(Math.abs(actual[i] - g)).toBeLessThanOrEqual(1e-6 + 1e-4 * Math.abs(g)));
+    }
+    tf.dispose([perSample.value, together.value, ...Object.values(perSample.grads), ...Object.values(together.grads), ...variableList]);
   });
 });
 

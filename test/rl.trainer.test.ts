@@ -92,10 +92,10 @@ describe('PolicyTrainer', () => {
     'sums share-weighted per-sequence losses (and so gradients) into exactly the minibatch loss (%s)',
     async (aggregation) => {
       // Off-policy behaviour logprobs, so ratios differ from 1 and some tokens clip.
-      const offPolicy = batch.map((s, b) => ({
-        ...s,
-        behaviourLogprobs: s.behaviourLogprobs.map((lp, t) => (s.lossMask[t] ? lp + 0.3 * Math.sin(b + t) : 0)),
-      }));
+      const shifted = (s: TrainingSample, b: number) => s.behaviourLogprobs.map((lp, t) => (s.lossMask[t] ? lp + 0.3 * Math.sin(b + t) : 0));
+      const distinct = batch.map((s, b) => ({ ...s, behaviourLogprobs: shifted(s, b) }));
+      // Two sequences recur, sampled again with other logprobs and advantages: each is run once for all of its samples.
+      const offPolicy = [...distinct, { ...batch[0], behaviourLogprobs: shifted(batch[0], 7), advantage: -0.5 }, { ...distinct[3], advantage: 2 }];
       const weights = initWeights(config, 1);
       const lossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE, aggregation };
       const direct = tf.tidy(() => {
@@ -109,6 +109,7 @@ describe('PolicyTrainer', () => {
       expect(metrics.clipFraction).toBeCloseTo(direct[1], 5);
       expect(metrics.clipFraction).toBeGreaterThan(0);
       expect(metrics.approxKl).toBeCloseTo(direct[2], 5);
+      expect(metrics.sequences).toBe(10);
     },
   );
 

@@ -117,23 +117,42 @@ export interface LossInputs extends MaskedLogprobs {
 }
 
 /**
- * Runs the policy over each sequence at its own length (no compute on padding) at `temperature`,
- * scoring only its trained targets (see `targetLogprobs`: everything the loss reads), and pads the
- * per-target logprobs and mask to [B, T]. Call inside tf.tidy or a gradient function.
+ * Runs the policy over each distinct sequence once, at its own length (no compute on padding) at
+ * `temperature`, scoring only its trained targets (see `targetLogprobs`: everything the loss
+ * reads), and pads the per-target logprobs and mask to [B, T]; a sequence that recurs gets the
+ * same row again (its gradient is the sum of theirs). Call inside tf.tidy or a gradient function.
  */
 export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
-  const rows = sequences.map(({ ids, lossMask }) =>
-    tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]),
-  );
+  const parts = sameSequenceParts(sequences);
+  const rows = parts.map(([{ ids, lossMask }]) => tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]));
+  // Stacked row by row (wasm has no gradient kernel for gather).
+  const rowOf = new Map(parts.flatMap((part, row) => part.map((sequence) => [sequence, rows[row]] as const)));
   return {
-    logprobs: tf.stack(rows) as tf.Tensor2D,
+    logprobs: tf.stack(sequences.map((sequence) => rowOf.get(sequence)!)) as tf.Tensor2D,
     mask: paddedTargets(
       sequences.map(({ lossMask }) => lossMask),
       width,
     ),
   };
+}
+
+/**
+ * `sequences` grouped by sequence (the same ids and loss mask), in order of first appearance.
+ * Per-turn samples recur: an observation and the answer given to it come back across a group's
+ * episodes (a step on the classic FrozenLake map holds 10-40 distinct sequences in ~200), and the
+ * policy's logprobs of one sequence serve all of its samples.
+ */
+export function sameSequenceParts<S extends MaskedSequence>(sequences: readonly S[]): S[][] {
+  const parts = new Map<string, S[]>();
+  for (const sequence of sequences) {
+    const key = `${sequence.ids.join(',')}|${sequence.lossMask.join('')}`;
+    const part = parts.get(key);
+    if (part) part.push(sequence);
+    else parts.set(key, [sequence]);
+  }
+  return [...parts.values()];
 }
 
 /** Target positions t (ids[t + 1] is trained) of a loss mask aligned with ids, ascending. */

@@ -2,11 +2,12 @@
  * The embedded trainer: the policy's weights as tf.Variables, updated by Adam on the clipped
  * policy-gradient loss (or, for the format warm-up, on cross-entropy).
  *
- * Each sequence runs through the model at its own length, one gradient computation per sequence,
- * and the minibatch's gradient is their share-weighted sum (see `aggregationShare`). Nothing is
- * padded, memory stays that of one sequence's graph, and it measured as fast as one graph over the
- * whole minibatch. Policy and reference are scored at trained tokens only (`targetLogprobs`), all
- * the loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
+ * Each distinct sequence runs through the model once, at its own length, one gradient computation
+ * for all of the samples that share it (`sameSequenceParts`: per-turn samples recur), and the
+ * minibatch's gradient is their share-weighted sum (see `aggregationShare`). Nothing is padded,
+ * memory stays that of one sequence's graph, and it measured as fast as one graph over the whole
+ * minibatch. Policy and reference are scored at trained tokens only (`targetLogprobs`), all the
+ * loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { SamplingConfigSchema, TrainerConfigSchema, type TrainerConfig } from '../../config/schema';
@@ -24,6 +25,7 @@ import {
   maskedLogprobs,
   maskedTokens,
   policyLoss,
+  sameSequenceParts,
   supervisedLoss,
   trainedTargets,
   type LossConfig,
@@ -231,13 +233,15 @@ export class PolicyTrainer {
     try {
       for (const [index, minibatch] of minibatches.entries()) {
         const forwardStarted = performance.now();
+        const parts = sameSequenceParts(minibatch);
         const refLogprobs =
-          this.reference && minibatch.map(({ ids, lossMask }) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
-        const { loss, grads } = this.gradients(minibatch, aggregation, (sample, i) => {
-          const inputs = lossInputs(this.policy, [sample], temperature, refLogprobs && [refLogprobs[i]]);
-          if (before && index === 0) before.logprobs.push(inputs.logprobs.dataSync() as Float32Array);
+          this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
+        const { loss, grads } = this.gradients(parts, minibatch, aggregation, (part, i) => {
+          const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]));
+          // Every row of a part holds the same logprobs: the first serves the trust region.
+          if (before && index === 0) before.logprobs.push((inputs.logprobs.dataSync() as Float32Array).slice(0, inputs.logprobs.shape[1]));
           const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
-          const tokens = maskedTokens([sample]);
+          const tokens = maskedTokens(part);
           sums.clipFraction += read(metrics.clipFraction) * tokens;
           sums.approxKl += read(metrics.approxKl) * tokens;
           sums.entropy += read(metrics.entropy) * tokens;
@@ -256,7 +260,7 @@ export class PolicyTrainer {
           tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
         }
       }
-      region = before && this.holdTrustRegion(minibatches[0], before.logprobs, before.state);
+      region = before && this.holdTrustRegion(sameSequenceParts(minibatches[0]), before.logprobs, before.state);
     } finally {
       if (before) disposeState(before.state);
     }
@@ -292,7 +296,7 @@ export class PolicyTrainer {
    * s = sqrt(bound / KL) lands near the bound; s is halved while it is still too far, and after
    * SHORTENINGS tries the whole batch is undone (s = 0, Adam's step count back too).
    */
-  private holdTrustRegion(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[], before: SavedState): TrustRegionOutcome {
+  private holdTrustRegion(probe: readonly TrainingSample[][], beforeLogprobs: readonly Float32Array[], before: SavedState): TrustRegionOutcome {
     const bound = this.maxUpdateKl!;
     const proposedUpdateKl = this.updateKlOn(probe, beforeLogprobs);
     if (proposedUpdateKl <= bound) return { proposedUpdateKl, updateKl: proposedUpdateKl, updateScale: 1 };
@@ -313,17 +317,17 @@ export class PolicyTrainer {
   }
 
   /** k3 KL(before || now) over `probe`'s trained tokens, given their logprobs before. */
-  private updateKlOn(probe: readonly TrainingSample[], beforeLogprobs: readonly Float32Array[]): number {
+  private updateKlOn(probe: readonly TrainingSample[][], beforeLogprobs: readonly Float32Array[]): number {
     const { temperature } = this.lossConfig;
     let sum = 0;
     let count = 0;
-    probe.forEach(({ ids, lossMask }, i) => {
-      const targets = trainedTargets(lossMask);
-      const after = sequenceLogprobs(this.policy, ids, temperature, targets);
+    probe.forEach((part, i) => {
+      const targets = trainedTargets(part[0].lossMask);
+      const after = sequenceLogprobs(this.policy, part[0].ids, temperature, targets);
       for (const t of targets) {
         const logRatio = after[t] - beforeLogprobs[i][t];
-        sum += Math.exp(logRatio) - 1 - logRatio;
-        count++;
+        sum += part.length * (Math.exp(logRatio) - 1 - logRatio);
+        count += part.length;
       }
     });
     return sum / count;
@@ -369,7 +373,9 @@ export class PolicyTrainer {
     this.assertUsable();
     assertMaskedSequences(sequences, this.config);
     const { temperature } = this.lossConfig;
-    const { loss, grads } = this.gradients(sequences, 'token-mean', (sequence) => supervisedLoss(maskedLogprobs(this.policy, [sequence], temperature)));
+    const { loss, grads } = this.gradients(sameSequenceParts(sequences), sequences, 'token-mean', (part) =>
+      supervisedLoss(maskedLogprobs(this.policy, part, temperature)),
+    );
     this.applyGradients(grads, learningRate);
     return { loss, tokens: maskedTokens(sequences) };
   }
@@ -412,21 +418,23 @@ export class PolicyTrainer {
   }
 
   /**
-   * Gradients of a minibatch's loss, one sequence at a time: loss(minibatch) = sum_i share_i *
-   * loss(sequence i), share_i from `aggregationShare`. Returns the loss and the summed gradients.
+   * Gradients of a minibatch's loss, one part (samples of one sequence) at a time: loss(minibatch)
+   * = sum_p share_p * loss(part p), share_p from `aggregationShare`. Returns the loss and the
+   * summed gradients.
    */
   private gradients<S extends MaskedSequence>(
+    parts: readonly S[][],
     minibatch: readonly S[],
     aggregation: LossConfig['aggregation'],
-    lossOf: (sequence: S, index: number) => tf.Scalar,
+    lossOf: (part: S[], index: number) => tf.Scalar,
   ): { loss: number; grads: Record<string, tf.Tensor> } {
     const variables = this.names.map((name) => this.params[name]);
     const grads: Record<string, tf.Tensor> = {};
     let loss = 0;
     try {
-      minibatch.forEach((sequence, i) => {
-        const share = aggregationShare([sequence], minibatch, aggregation);
-        const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(sequence, i), share), variables);
+      parts.forEach((part, i) => {
+        const share = aggregationShare(part, minibatch, aggregation);
+        const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(part, i), share), variables);
         loss += take(value);
         this.names.forEach((name, p) => {
           const grad = sequenceGrads[variables[p].name];
