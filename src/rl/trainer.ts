@@ -234,8 +234,7 @@ export class PolicyTrainer {
       for (const [index, minibatch] of minibatches.entries()) {
         const forwardStarted = performance.now();
         const parts = sameSequenceParts(minibatch);
-        const refLogprobs =
-          this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
+        const refLogprobs = this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (part, i) => {
           const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]));
           // Every row of a part holds the same logprobs: the first serves the trust region.
