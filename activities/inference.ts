@@ -18,6 +18,7 @@ import { nextPromptIds } from '../src/core/sequence';
 import type { ChatFormat } from '../src/chat/format';
 import type { ChatMessage } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
+import { RunWeightsLease } from '../src/inference/runWeightsLease';
 import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
@@ -100,6 +101,7 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
   let loaded: { runId: string; version: number } | undefined;
   let loading: Promise<void> | undefined;
   let latestSeen: { runId: string; version: number; at: number } | undefined;
+  const lease = new RunWeightsLease();
 
   const satisfies = (runId: string, version: number) => loaded !== undefined && loaded.runId === runId && loaded.version >= version;
 
@@ -149,7 +151,18 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
       return deliverable(toOutput(stored));
     }
     const startedAt = performance.now();
-    if (input.policy) await ensurePolicy(input.policy);
+    const { policy } = input;
+    if (!policy) return sampleTurn(input, log, startedAt);
+    // From loading the run's weights until its tokens are sampled, no other run's request swaps them.
+    return lease.with(policy.runId, async () => {
+      await ensurePolicy(policy);
+      return sampleTurn(input, log, startedAt);
+    });
+  }
+
+  /** Samples the turn with the weights the provider holds and stores it. */
+  async function sampleTurn(input: GenerateInput, log: Logger, startedAt: number): Promise<GenerateOutput> {
+    const { runId, trajectoryId, turn } = input;
     const freshContext = turn === 0 || input.freshContext === true;
     // A fresh context needs nothing stored: its prompt is this turn's messages alone.
     const previous = freshContext ? [] : await store.getTurns(runId, trajectoryId, turn);
