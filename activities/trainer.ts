@@ -13,6 +13,7 @@ import type { AgentConfig, EnvConfig, ModelSettings, TrainerConfig } from '../co
 import type { Compatibility } from '../src/core/compatibility';
 import { INVALID_CONFIG } from '../src/core/failures';
 import { passesGroupFilter } from '../src/core/groupStats';
+import { parseGroupOrTrajectoryId } from '../src/core/ids';
 import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
 import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
@@ -55,6 +56,14 @@ export interface PrepareInput {
   agent: AgentConfig;
   /** The run's code and config; a trainer that differs refuses the task. */
   compatibility?: Compatibility;
+}
+
+export interface PreparedPolicy {
+  version: number;
+  /** Train steps done (a resumed run's). */
+  step: number;
+  /** The first group no step took; absent where the last step's record is missing (then step x batchGroups). */
+  nextGroupIndex?: number;
 }
 
 export interface TrainStepInput {
@@ -303,13 +312,13 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
 
 /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
 async function preparePolicy(
-  { model, compatibility, checkpoints, logger }: TrainerDeps,
+  { model, compatibility, checkpoints, dataDir, logger }: TrainerDeps,
   { runId, trainer: config, temperature, env, agent, ...input }: PrepareInput,
-): Promise<{ version: number; step: number }> {
+): Promise<PreparedPolicy> {
   refuseIfIncompatible('trainer', runId, input.compatibility, compatibility, logger);
   const latest = await checkpoints.latestVersion(runId);
   // Each step publishes exactly one version, so the latest version is the number of steps done.
-  if (latest !== undefined) return { version: latest, step: latest };
+  if (latest !== undefined) return { version: latest, step: latest, ...(await groupsTakenBy(dataDir, runId, latest)) };
 
   const { seed, checkpoint, ...architecture } = model;
   const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
@@ -327,6 +336,17 @@ async function preparePolicy(
   trainer.dispose();
   // The first train step restores version 0 from its checkpoint, with the run's full loss.
   return { version: 0, step: 0 };
+}
+
+/**
+ * Where a resumed run's data goes on: one past the last group the steps before `step` took (with
+ * replacement of filtered groups a step takes more than batchGroups), from the last step's record.
+ */
+async function groupsTakenBy(dataDir: string, runId: string, step: number): Promise<{ nextGroupIndex?: number }> {
+  if (step === 0) return { nextGroupIndex: 0 };
+  const last = await readJson<TrainStepOutput>(runLayout(dataDir, runId).trainStepFile(step - 1));
+  const indices = (last?.metrics.groupIds ?? []).flatMap((id) => parseGroupOrTrajectoryId(id)?.groupIndex ?? []);
+  return indices.length ? { nextGroupIndex: Math.max(...indices) + 1 } : {};
 }
 
 async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: UtilizationClock, input: TrainStepInput): Promise<TrainStepOutput> {

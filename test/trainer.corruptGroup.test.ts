@@ -107,14 +107,15 @@ async function preparedTrainer() {
   const trainer = TrainerConfigSchema.parse({ learningRate: 1e-2 });
   const env = EnvConfigSchema.parse({ name: 'frozenlake' });
   const agent = AgentConfigSchema.parse({});
-  await new MockActivityEnvironment().run(activities.preparePolicy, { runId: RUN, trainer, temperature: 1, env, agent });
+  const prepare = () => new MockActivityEnvironment().run(activities.preparePolicy, { runId: RUN, trainer, temperature: 1, env, agent });
+  await prepare();
   const trainStep = async (groups: GroupSummary[]): Promise<TrainStepOutput> => {
     const input: TrainStepInput = { runId: RUN, step: 0, baseVersion: 0, groups, trainer, temperature: 1 };
     // run() cannot infer the activity's result type from the function it is given.
     return (await new MockActivityEnvironment().run(activities.trainStep, input)) as TrainStepOutput;
   };
   const weightsOf = async (version: number) => (await loadCheckpoint(checkpoints.file(RUN, version))).weights.params;
-  return { store, logs, trainStep, weightsOf };
+  return { store, logs, prepare, trainStep, weightsOf };
 }
 
 describe('a train step with a corrupt group', () => {
@@ -169,5 +170,15 @@ describe('a train step with a corrupt group', () => {
     expect(logs).toContainEqual(
       expect.objectContaining({ level: 50, groupId: 'g-damaged', file: damagedSummary, reason: expect.stringMatching(/^truncated: /) }),
     );
+  });
+});
+
+describe('a resumed run', () => {
+  it('goes on after the last group its last step took', async () => {
+    const { store, prepare, trainStep } = await preparedTrainer();
+    const groups = [await storeGroup(store, `${RUN}.g00004`, 3, HEALTHY_TIME), await storeGroup(store, `${RUN}.g00002`, 3, HEALTHY_TIME)];
+    await trainStep(groups);
+    // Version 1 is published: a new training workflow resumes at step 1, with group 5.
+    await expect(prepare()).resolves.toEqual({ version: 1, step: 1, nextGroupIndex: 5 });
   });
 });

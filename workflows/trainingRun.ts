@@ -193,6 +193,7 @@ export class TrainingRun {
     );
     this.state.version = prepared.version;
     this.state.step = prepared.step;
+    if (prepared.nextGroupIndex !== undefined) this.state.nextGroupIndex = prepared.nextGroupIndex;
     this.showDetails();
   }
 

@@ -29,7 +29,7 @@ from transformers import AutoModelForCausalLM
 
 from trajflow_py.trainer.activities import TrainerActivities
 from trajflow_py.trainer.failures import CORRUPT_STORED_FILE
-from trajflow_py.trainer.files import MANIFEST_FILE
+from trajflow_py.trainer.files import MANIFEST_FILE, write_json_atomically
 from trajflow_py.trainer.log import Logger
 from trajflow_py.trainer.settings import WorkerSettings
 
@@ -112,6 +112,10 @@ def test_prepare_publishes_version_0_as_a_copy_of_the_model(data_dir, model_dir)
     # With checkpoints published, it reports the latest (a resumed run).
     shutil.copytree(v0, checkpoint(data_dir, 3))
     assert activities.prepare_policy(prepare_input()) == {"version": 3, "step": 3}
+    # Its data goes on after the last group the last step took (more than batchGroups with replacement).
+    last = {"version": 3, "metrics": {"groupIds": [f"{RUN}.g00007", f"{RUN}.g00009", f"{RUN}.g00008"]}}
+    write_json_atomically(data_dir / "runs" / RUN / "train" / "step-000002.json", last)
+    assert activities.prepare_policy(prepare_input()) == {"version": 3, "step": 3, "nextGroupIndex": 10}
 
 
 def test_train_step_publishes_v1_records_metrics_and_is_idempotent(data_dir, model_dir):

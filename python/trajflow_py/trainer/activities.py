@@ -12,6 +12,7 @@ and AdamW state in memory between steps and reloads them only when it is not at 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -130,7 +131,7 @@ class TrainerActivities:
         latest = run.latest_version()
         # Each step publishes exactly one version, so the latest version is the number of steps done.
         if latest is not None:
-            return {"version": latest, "step": latest}
+            return {"version": latest, "step": latest, **groups_taken_by(run, latest)}
         publish_directory(run.checkpoint_dir(0), lambda partial: copy_model_dir(self._model_path, partial))
         self._logger.info("published version 0", runId=input.run_id, model=str(self._model_path))
         return {"version": 0, "step": 0}
@@ -181,3 +182,18 @@ class TrainerActivities:
             wallMs=metrics["wallMs"],
         )
         return output
+
+
+_GROUP_INDEX = re.compile(r"\.g(\d{5,})$")
+
+
+def groups_taken_by(run: RunLayout, step: int) -> dict[str, int]:
+    """Where a resumed run's data goes on: one past the last group the steps before `step` took
+    (with replacement of filtered groups a step takes more than batchGroups), from the last step's
+    record; empty where that record is missing. As activities/trainer.ts `groupsTakenBy`."""
+    if step == 0:
+        return {"nextGroupIndex": 0}
+    last = read_json(run.train_step_file(step - 1)) or {}
+    ids = last.get("metrics", {}).get("groupIds", [])
+    indices = [int(match.group(1)) for group_id in ids if (match := _GROUP_INDEX.search(group_id))]
+    return {"nextGroupIndex": max(indices) + 1} if indices else {}
