@@ -21,7 +21,7 @@ export const stopAdmissionSignal = defineSignal('stopAdmission');
  * Trainer -> controller: weights version `version` is published; with replacement of filtered
  * groups, also how many groups the steps before it took.
  */
-export const policyPublishedSignal = defineSignal<[version: number, consumedGroups?: number]>('policyPublished');
+export const policyPublishedSignal = defineSignal<[version: number, takenGroups?: number]>('policyPublished');
 
 export interface RolloutStatus {
   groupsTotal: number;

@@ -225,7 +225,16 @@ export class TrainingRun {
             weightSync: trainer.weightSync,
             initialVersion: state.version,
             ...(span !== undefined && {
-              replacement: { rule: trainer, takenGroups: this.firstUntaken(), finalVersion: state.version + trainer.steps - state.step },
+              replacement: {
+                rule: {
+                  groupFilter: trainer.groupFilter,
+                  filteredGroups: trainer.filteredGroups,
+                  maxGroupsPerStep: trainer.maxGroupsPerStep,
+                  batchGroups: trainer.batchGroups,
+                },
+                takenGroups: this.firstUntaken(),
+                finalVersion: state.version + trainer.steps - state.step,
+              },
             }),
           },
         },
