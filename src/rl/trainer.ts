@@ -226,6 +226,7 @@ export class PolicyTrainer {
     // Token-weighted sums of the per-sequence metric means.
     const sums = { clipFraction: 0, approxKl: 0, refKl: 0, entropy: 0 };
     const minibatches = split(samples, steps);
+    const minibatchParts = minibatches.map((minibatch) => sameSequenceParts(minibatch));
     // The trust region's reference: the policy before the batch, and its logprobs on the first
     // minibatch, read from that minibatch's own forward pass (it runs before any update).
     const before = this.maxUpdateKl === undefined ? undefined : { state: this.saveState(), logprobs: [] as Float32Array[] };
@@ -233,7 +234,7 @@ export class PolicyTrainer {
     try {
       for (const [index, minibatch] of minibatches.entries()) {
         const forwardStarted = performance.now();
-        const parts = sameSequenceParts(minibatch);
+        const parts = minibatchParts[index];
         const refLogprobs = this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (part, i) => {
           const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]));
@@ -259,7 +260,7 @@ export class PolicyTrainer {
           tracer.complete('optimizer', perfToUs(optimizerStarted), perfToUs(optimizerEnded), { cat: 'trainer', role: 'trainer' });
         }
       }
-      region = before && this.holdTrustRegion(sameSequenceParts(minibatches[0]), before.logprobs, before.state);
+      region = before && this.holdTrustRegion(minibatchParts[0], before.logprobs, before.state);
     } finally {
       if (before) disposeState(before.state);
     }
