@@ -184,6 +184,7 @@ class TrainerActivities:
         return output
 
 
+# A group id ends in `.gNNNNN` (src/core/ids.ts, the format's home; Python cannot import it).
 _GROUP_INDEX = re.compile(r"\.g(\d{5,})$")
 
 
