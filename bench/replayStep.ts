@@ -142,6 +142,8 @@ async function main(): Promise<void> {
     console.log(
       `  success at temperature ${config.sampling.temperature} over ${options.episodes} episodes: v${baseVersion} ${percent(before)}, replayed v${baseVersion + 1} ${percent(after)}`,
     );
+    // Recorded while the run's other roles shared the CPUs; replayed here alone.
+    console.log(`  trainer time for the step: recorded ${Math.round(recorded.stepMs)} ms, replayed ${Math.round(metrics.stepMs)} ms`);
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
