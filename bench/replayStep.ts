@@ -4,10 +4,12 @@
  * trainer is deterministic, so the step's metrics come out as the run recorded them; then the
  * policy before and after the step each play episodes at the run's sampling temperature. What a
  * step did to a run that collapsed can be looked at here, and again with another trust region
- * (`--max-update-kl`, see trainer.maxUpdateKl).
+ * (`--max-update-kl`, see trainer.maxUpdateKl) or another advantage estimator (`--advantage`). It
+ * prints each group's rewards too: a step whose groups differ only by a few hundredths of reward
+ * (a format slip in a solved group) is one GRPO's division by the group's std blows up.
  *
  *   npm run build && node dist/bench/replayStep.js <runId> <step> [--data-dir .trajflow]
- *     [--max-update-kl X] [--episodes 64]
+ *     [--max-update-kl X] [--advantage grpo|rloo|drgrpo] [--episodes 64]
  *
  * The run's directory is only read: the replay writes into a directory of its own (which links to
  * the run's stored groups and trajectories).
@@ -19,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createTrainerActivities } from '../activities/trainer';
 import { readLearningCurve } from '../client/learningCurve';
+import { TrainerConfigSchema, type TrainerConfig } from '../config/schema';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { GroupSummary } from '../src/core/records';
 import { createLogger } from '../src/log';
@@ -34,6 +37,7 @@ interface Options {
   step: number;
   dataDir: string;
   maxUpdateKl?: number;
+  advantage?: TrainerConfig['advantage'];
   episodes: number;
 }
 
@@ -41,12 +45,18 @@ function parseOptions(argv: string[]): Options {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { 'data-dir': { type: 'string', default: '.trajflow' }, 'max-update-kl': { type: 'string' }, episodes: { type: 'string', default: '64' } },
+    options: {
+      'data-dir': { type: 'string', default: '.trajflow' },
+      'max-update-kl': { type: 'string' },
+      advantage: { type: 'string' },
+      episodes: { type: 'string', default: '64' },
+    },
   });
   const [runId, stepText] = positionals;
   const step = Number(stepText);
   if (!runId || !Number.isSafeInteger(step) || step < 0)
-    throw new Error('usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--episodes N]');
+    throw new Error('usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--advantage grpo|rloo|drgrpo] [--episodes N]');
+  const advantage = values.advantage === undefined ? undefined : advantageEstimator(values.advantage);
   const number = (name: string, text: string | undefined) => {
     if (text === undefined) return undefined;
     const value = Number(text);
@@ -58,8 +68,16 @@ function parseOptions(argv: string[]): Options {
     step,
     dataDir: values['data-dir'],
     maxUpdateKl: number('max-update-kl', values['max-update-kl']),
+    ...(advantage ? { advantage } : {}),
     episodes: Math.round(number('episodes', values.episodes)!),
   };
+}
+
+function advantageEstimator(text: string): TrainerConfig['advantage'] {
+  const estimators = TrainerConfigSchema.shape.advantage.unwrap();
+  const parsed = estimators.safeParse(text);
+  if (!parsed.success) throw new Error(`--advantage must be one of ${estimators.options.join(', ')}, got ${text}`);
+  return parsed.data;
 }
 
 /** A data directory for the replay: the step's starting checkpoint, and links to the run's stored groups and episodes. */
@@ -88,7 +106,11 @@ async function main(): Promise<void> {
   const recorded = (await readLearningCurve(run)).find((metrics) => metrics.step === step);
   if (!recorded) throw new Error(`run ${runId} has no metrics for step ${step} in ${run.metricsFile}`);
   const baseVersion = recorded.version - 1;
-  const trainer = options.maxUpdateKl === undefined ? config.trainer : { ...config.trainer, maxUpdateKl: options.maxUpdateKl };
+  const trainer = {
+    ...config.trainer,
+    ...(options.maxUpdateKl === undefined ? {} : { maxUpdateKl: options.maxUpdateKl }),
+    ...(options.advantage === undefined ? {} : { advantage: options.advantage }),
+  };
 
   const root = replayDir(options, baseVersion);
   try {
@@ -116,6 +138,7 @@ async function main(): Promise<void> {
     const { metrics } = await inActivity(() => activities.trainStep(input));
     const kl = (value: number | undefined) => (value === undefined ? '-' : value.toPrecision(3));
     console.log(`run ${runId}, step ${step} (v${baseVersion} -> v${baseVersion + 1}), ${groups.length} groups, ${metrics.sequences} sequences`);
+    console.log(`  rewards by group (${trainer.advantage}): ${groups.map(rewardCounts).join(' | ')}`);
     console.log(`  recorded: approxKl ${kl(recorded.approxKl)}, gradNorm ${recorded.gradNorm.toPrecision(3)}, loss ${recorded.loss.toPrecision(4)}`);
     console.log(
       `  replayed: approxKl ${kl(metrics.approxKl)}, gradNorm ${metrics.gradNorm.toPrecision(3)}, loss ${metrics.loss.toPrecision(4)}; ` +
@@ -153,6 +176,16 @@ main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });
+
+/** A group's rewards as value x count, most frequent first: `1.2 x15, 1.171 x1`. */
+function rewardCounts({ rewards }: GroupSummary): string {
+  const counts = new Map<string, number>();
+  for (const reward of rewards) {
+    const shown = String(Number(reward.toFixed(3)));
+    counts.set(shown, (counts.get(shown) ?? 0) + 1);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([reward, count]) => `${reward} x${count}`).join(', ');
+}
 
 /** What the trust region did, when it changed the step. */
 function regionOutcome({ updateScale, updateKl }: TrainMetrics): string {

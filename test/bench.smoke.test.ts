@@ -143,6 +143,12 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(recorded).toBeDefined();
     expect(replay).toContain(`replayed: ${recorded}; update KL `);
     expect(replay).toMatch(new RegExp(`maxUpdateKl 1000\\)\n +success at temperature 1 over 2 episodes: v1 ${NUMBER}%, replayed v2 ${NUMBER}%`));
+    // Each group's rewards, as value x count (groups of 4 episodes).
+    const group = `${NUMBER} x[1-4](, ${NUMBER} x[1-4])*`;
+    expect(replay).toMatch(new RegExp(`^  rewards by group \\(grpo\\): ${group}( \\| ${group})*$`, 'm'));
+    const badEstimator = await runScript('replayStep', [runId, '1', '--data-dir', path.join(dir, 'data'), '--advantage', 'ppo'], 60_000);
+    expect(badEstimator.code).not.toBe(0);
+    expect(badEstimator.output).toContain('--advantage must be one of grpo, rloo, drgrpo, got ppo');
   });
 
   test('npm run bench:learning, interrupted, ends the run it was on: nothing of it goes on in Temporal', async () => {
