@@ -184,7 +184,10 @@ function rewardCounts({ rewards }: GroupSummary): string {
     const shown = String(Number(reward.toFixed(3)));
     counts.set(shown, (counts.get(shown) ?? 0) + 1);
   }
-  return [...counts].sort((a, b) => b[1] - a[1]).map(([reward, count]) => `${reward} x${count}`).join(', ');
+  return [...counts]
+    .sort((a, b) => b[1] - a[1])
+    .map(([reward, count]) => `${reward} x${count}`)
+    .join(', ');
 }
 
 /** What the trust region did, when it changed the step. */
