@@ -21,7 +21,9 @@ import { testConfig, withClient } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';
 import { activityAttempts, killWorker, LoggedWorker, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
 
-const STEPS = 4;
+// Steps take a few hundred ms, and a poll under a loaded suite can take longer: enough steps that
+// some kill lands inside one.
+const STEPS = 8;
 const BATCH_GROUPS = 1;
 const GROUP_SIZE = 4;
 // PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered.
@@ -81,6 +83,7 @@ describe('trainer process SIGKILLed mid-step', () => {
             `a train step (step >= ${fromStep}) in progress on the trainer`,
             async () => {
               const status = await handle.query(trainingStatusQuery).catch(() => undefined);
+              if (status && status.step >= STEPS) throw new Error(`every step from ${fromStep} on finished between two polls; no kill landed inside one`);
               if (!status || status.step < fromStep) return undefined;
               const { raw } = await handle.describe();
               const pending = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
