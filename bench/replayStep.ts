@@ -32,6 +32,9 @@ import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrainMetrics } from '../src/rl/trainer';
 
+/** The advantage estimators the config accepts, for `--advantage`. */
+const ADVANTAGE_ESTIMATORS = TrainerConfigSchema.shape.advantage.unwrap();
+
 interface Options {
   runId: string;
   step: number;
@@ -55,7 +58,9 @@ function parseOptions(argv: string[]): Options {
   const [runId, stepText] = positionals;
   const step = Number(stepText);
   if (!runId || !Number.isSafeInteger(step) || step < 0)
-    throw new Error('usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--advantage grpo|rloo|drgrpo] [--episodes N]');
+    throw new Error(
+      `usage: replayStep.js <runId> <step> [--data-dir DIR] [--max-update-kl X] [--advantage ${ADVANTAGE_ESTIMATORS.options.join('|')}] [--episodes N]`,
+    );
   const advantage = values.advantage === undefined ? undefined : advantageEstimator(values.advantage);
   const number = (name: string, text: string | undefined) => {
     if (text === undefined) return undefined;
@@ -74,9 +79,8 @@ function parseOptions(argv: string[]): Options {
 }
 
 function advantageEstimator(text: string): TrainerConfig['advantage'] {
-  const estimators = TrainerConfigSchema.shape.advantage.unwrap();
-  const parsed = estimators.safeParse(text);
-  if (!parsed.success) throw new Error(`--advantage must be one of ${estimators.options.join(', ')}, got ${text}`);
+  const parsed = ADVANTAGE_ESTIMATORS.safeParse(text);
+  if (!parsed.success) throw new Error(`--advantage must be one of ${ADVANTAGE_ESTIMATORS.options.join(', ')}, got ${text}`);
   return parsed.data;
 }
 
