@@ -22,6 +22,7 @@ import type { Compatibility } from '../src/core/compatibility';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
+import { endsEpisode, episodeReward, type EpisodeCounts } from '../src/core/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';
 import type { GroupSummary, TrajectorySummary } from '../src/core/records';
@@ -30,6 +31,8 @@ import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 interface Session {
   episode: Episode;
   turnTimeoutMs: number;
+  /** The agent's `maxTurns`: after that turn the trajectory asks nothing more of the session. */
+  maxTurns: number;
   /** Outcomes by turn, so a retried turn returns its first outcome instead of acting twice. */
   turns: Promise<TurnOutcome>[];
 }
@@ -92,6 +95,15 @@ export interface SessionTurnInput {
   text: string;
 }
 
+export type SessionTurnOutput = TurnOutcome & {
+  activityMs: number;
+  /**
+   * The session closed itself: its episode ended or this was the agent's last turn, so the
+   * trajectory has no close to send.
+   */
+  sessionClosed?: true;
+};
+
 export interface EnvDeps {
   sessions: SessionRegistry;
   sessionQueue: string;
@@ -146,7 +158,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     const turnTimeoutMs = input.env.turnTimeoutS * 1000;
     const open = async () => {
       const { episode, first } = await Episode.open({ env: input.env, agent: input.agent, seed: input.envSeed });
-      const session: Session = { episode, turnTimeoutMs, turns: [] };
+      const session: Session = { episode, turnTimeoutMs, maxTurns: input.agent.maxTurns, turns: [] };
       await sessions.open(input.sessionId, session);
       let next = first;
       for (const text of input.replayAnswers) {
@@ -163,13 +175,9 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     return deliverable({ sessionQueue, next, activityMs: performance.now() - startedAt });
   }
 
-  /**
-   * The trajectory's reward: the environment's return plus `formatWeight` x the share of the
-   * model's answers that parsed as an action.
-   */
-  async function computeReward(input: { envReturn: number; turns: number; invalidActions: number; formatWeight: number }): Promise<number> {
-    const formatShare = input.turns > 0 ? (input.turns - input.invalidActions) / input.turns : 0;
-    return input.envReturn + input.formatWeight * formatShare;
+  /** The trajectory's reward (src/core/episode), for trajectories recorded before the workflow computed it. */
+  async function computeReward(input: EpisodeCounts & { formatWeight: number }): Promise<number> {
+    return episodeReward(input, input.formatWeight);
   }
 
   async function recordTrajectory(summary: TrajectorySummary): Promise<void> {
@@ -186,7 +194,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
 /** This worker's own session queue: turns and close of the sessions it holds. */
 export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>) {
   /** Hands the model's answer to the session: the agent parses it and, if it is an action, the environment steps. */
-  async function sessionTurn(input: SessionTurnInput): Promise<TurnOutcome & { activityMs: number }> {
+  async function sessionTurn(input: SessionTurnInput): Promise<SessionTurnOutput> {
     const startedAt = performance.now();
     const session = sessions.get(input.sessionId);
     // A retry while the first attempt still runs awaits the same turn rather than acting twice.
@@ -201,7 +209,9 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     const outcome = recorded ?? session.episode.respond(input.text);
     session.turns[input.turn] = outcome;
     const result = await withinTurnTimeout(session.turnTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
-    return deliverable({ ...result, activityMs: performance.now() - startedAt });
+    const last = endsEpisode(result) || input.turn + 1 >= session.maxTurns;
+    if (last) await sessions.close(input.sessionId);
+    return deliverable({ ...result, activityMs: performance.now() - startedAt, ...(last ? { sessionClosed: true as const } : {}) });
   }
 
   async function closeSession(input: { sessionId: string }): Promise<void> {

@@ -85,17 +85,16 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
   const opened = await timed(() => env.openSession({ sessionId, runId, env: config.env, agent: config.agent, envSeed, replayAnswers: [] }));
   let messages: ChatMessage[] = opened.next.messages;
   let turns = 0;
-  let envReturn = 0;
+  let sessionClosed = false;
   while (turns < config.agent.maxTurns) {
     const reply = await timed(() => generate({ runId, runSeed: config.run.seed, trajectoryId, turn: turns, messages, sampling: config.sampling }));
     const outcome = await timed(() => session.sessionTurn({ sessionId, turn: turns++, text: reply.text }));
     if (outcome.kind === 'invalid') throw new Error('the stand-in always answers in format');
-    envReturn += outcome.reward;
+    sessionClosed = outcome.sessionClosed === true;
     if (outcome.done || !outcome.next) break;
     messages = outcome.next.messages;
   }
-  await timed(() => session.closeSession({ sessionId }));
-  await timed(() => env.computeReward({ envReturn, turns, invalidActions: 0, formatWeight: config.reward.formatWeight }));
+  if (!sessionClosed) await timed(() => session.closeSession({ sessionId }));
 }
 
 export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise<OrchestrationResult> {

@@ -5,7 +5,7 @@
  * failures and the episode deadline become a status and a reason, and that the session is closed.
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import type { OpenSessionInput, SessionTurnInput } from '../activities/environment';
+import type { OpenSessionInput, SessionTurnInput, SessionTurnOutput } from '../activities/environment';
 import type { GenerateInput, GenerateOutput } from '../activities/inference';
 import type { TurnOutcome } from '../src/agents/episode';
 import { EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
@@ -18,11 +18,14 @@ import { mockRun, withMockWorker } from './support/mockWorker';
 
 const next = (text: string) => ({ messages: [{ role: 'user' as const, content: text }], freshContext: false });
 
+type ScriptedOutcome = Omit<SessionTurnOutput, 'activityMs'>;
+
 /**
  * Scripted activities: the model answers `a<turn>`; `turn` decides what the session makes of each
- * answer; sessions are held on `sessionQueue`.
+ * answer; sessions are held on `sessionQueue`. No `computeReward`: the workflow scores the episode
+ * itself, and a call to it would fail the trajectory.
  */
-function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput, call: number) => Promise<TurnOutcome> | TurnOutcome) {
+function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput, call: number) => Promise<ScriptedOutcome> | ScriptedOutcome) {
   const calls = {
     generate: [] as GenerateInput[],
     openSession: [] as OpenSessionInput[],
@@ -53,9 +56,6 @@ function scriptedActivities(sessionQueue: string, turn: (input: SessionTurnInput
     },
     async closeSession(input: { sessionId: string }) {
       calls.closeSession.push(input.sessionId);
-    },
-    async computeReward(input: { envReturn: number; turns: number; invalidActions: number; formatWeight: number }) {
-      return input.envReturn + input.formatWeight * ((input.turns - input.invalidActions) / input.turns);
     },
     async recordTrajectory(summary: TrajectorySummary) {
       calls.recorded.push(summary);
@@ -116,6 +116,16 @@ describe('trajectory workflow with scripted activities', () => {
     expect(attributes.get(SEARCH_ATTRIBUTES.status)).toBe('ended');
     expect(attributes.get(SEARCH_ATTRIBUTES.solved)).toBe(true);
     expect(attributes.get(SEARCH_ATTRIBUTES.turns)).toBe(2);
+  });
+
+  it('a session that closed itself on its last turn gets no close', async () => {
+    const { summary, calls } = await runTrajectory('wf-self-closed', (input) =>
+      input.turn === 1 ? { ...stepped(1, true, { outcome: 'goal' }), sessionClosed: true } : stepped(0, false),
+    );
+    expect(summary).toMatchObject({ status: 'ended', turns: 2, envReturn: 1 });
+    expect(calls.sessionTurn).toHaveLength(2);
+    expect(calls.closeSession).toEqual([]);
+    expect(calls.recorded).toEqual([summary]);
   });
 
   it('an episode that ends unsolved is ended but not solved', async () => {

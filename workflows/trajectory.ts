@@ -1,19 +1,21 @@
 /**
  * One episode, durably: open an episode session (agent + environment) in an env worker, then per
  * turn ask the model and hand its answer to the session, until the episode ends or a limit is
- * hit; then score and record it.
+ * hit; then score it and record it.
  *
  * Every completed activity is in history, so a crashed worker costs at most the turn in flight.
  * Token ids never pass through here: `generate` stores them and returns text and counts. The
  * agent and environment run in the env worker, so any code can plug in without touching this
  * deterministic sandbox. Where each activity runs: ./trajectory/activities.
  */
-import { CancellationScope, log, upsertSearchAttributes } from '@temporalio/workflow';
+import { CancellationScope, log, patched, upsertSearchAttributes } from '@temporalio/workflow';
+import { episodeReward } from '../src/core/episode';
 import { solvedTask } from '../src/core/groupStats';
 import type { TrajectorySummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import type { TrajectoryInput } from './types';
 import { episodeFailure } from './activityFailures';
+import { PATCHES } from './patches';
 import { activitySummary, timerSummary } from './summaries';
 import { trajectoryActivities, type TrajectoryActivities } from './trajectory/activities';
 import { Conversation } from './trajectory/conversation';
@@ -42,9 +44,11 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   }
 
   const { envReturn, turns, invalidActions } = tally;
-  const reward = await activities.computeReward.executeWithOptions({ summary: activitySummary.computeReward(envReturn, turns, invalidActions) }, [
-    { envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight },
-  ]);
+  const reward = patched(PATCHES.rewardInWorkflow)
+    ? episodeReward(tally, input.reward.formatWeight)
+    : await activities.computeReward.executeWithOptions({ summary: activitySummary.computeReward(envReturn, turns, invalidActions) }, [
+        { envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight },
+      ]);
   const summary = tally.summary(reward, session.rebuilds, session.activityMs);
   await activities.recordTrajectory.executeWithOptions({ summary: activitySummary.recordTrajectory(summary.status, reward) }, [summary]);
   upsertSearchAttributes([

@@ -1,12 +1,13 @@
 /**
  * One episode as workflows/trajectory.ts plays it, minus Temporal: the same activity functions
  * in the same order (open the session, per turn generate then hand the answer to the session,
- * close, score, record), called in-process inside a mock activity context (heartbeats and
+ * close unless its last turn did, score, record), called in-process inside a mock activity context (heartbeats and
  * cancellation signals need one), with the workflow's own tally of the episode.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { createEnvActivities, createSessionActivities } from '../../activities/environment';
 import type { InferenceActivities } from '../../activities/inference';
+import { episodeReward } from '../../src/core/episode';
 import { sessionIdOf } from '../../src/core/ids';
 import type { TrajectorySummary } from '../../src/core/records';
 import { EpisodeTally } from '../../workflows/trajectory/tally';
@@ -30,6 +31,7 @@ export async function playInProcess({ env, session, inference }: InProcessActivi
   );
   let environmentMs = opened.activityMs;
   let next = opened.next;
+  let sessionClosed = false;
   try {
     while (tally.turns < input.agent.maxTurns) {
       const turn = tally.turns;
@@ -53,15 +55,14 @@ export async function playInProcess({ env, session, inference }: InProcessActivi
       tally.generated(reply);
       const outcome = await call(() => session.sessionTurn({ sessionId, turn, text: reply.text }));
       environmentMs += outcome.activityMs;
+      sessionClosed = outcome.sessionClosed === true;
       if (tally.answered(outcome) === 'ended') break;
       next = outcome.next!;
     }
   } finally {
-    await call(() => session.closeSession({ sessionId }));
+    if (!sessionClosed) await call(() => session.closeSession({ sessionId }));
   }
-  const { envReturn, turns, invalidActions } = tally;
-  const reward = await call(() => env.computeReward({ envReturn, turns, invalidActions, formatWeight: input.reward.formatWeight }));
-  const summary = tally.summary(reward, 0, environmentMs);
+  const summary = tally.summary(episodeReward(tally, input.reward.formatWeight), 0, environmentMs);
   await call(() => env.recordTrajectory(summary));
   return summary;
 }

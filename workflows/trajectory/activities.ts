@@ -1,7 +1,8 @@
 /**
  * The activities a trajectory calls, and where each runs: `generate` on the inference queue; the
- * session's opening, reward and record on the env queue; its turns and close on the queue of the
- * worker holding it. With `env.sessions: local` the session lives in this workflow worker and
+ * session's opening and the record on the env queue (and `computeReward`, which only trajectories
+ * recorded before `PATCHES.rewardInWorkflow` call); its turns and close on the queue of the worker
+ * holding it. With `env.sessions: local` the session lives in this workflow worker and
  * everything but `generate` runs as local activities; with `inference.calls: local`, `generate`
  * does too. A local activity costs no server round trip and no activity events.
  */

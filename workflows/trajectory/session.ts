@@ -23,6 +23,8 @@ export class EpisodeSession {
   private readonly answers: string[] = [];
   /** The session last opened; a lost one stays here until its replacement is open. */
   private opened: OpenSessionOutput | undefined;
+  /** Whether the session closed itself after its last turn. */
+  private closed = false;
   /** Times the session was rebuilt after its worker went away. */
   rebuilds = 0;
   /** Time inside session activities, as they report it. */
@@ -68,6 +70,7 @@ export class EpisodeSession {
           .sessionTurn.executeWithOptions({ summary: activitySummary.sessionTurn(turn, text) }, [{ sessionId: this.sessionId, turn, text }]);
         this.activityMs += outcome.activityMs;
         this.answers.push(text);
+        this.closed = outcome.sessionClosed === true;
         return outcome;
       } catch (err) {
         if (!isSessionLost(err) || this.rebuilds >= MAX_SESSION_REBUILDS) throw err;
@@ -78,9 +81,12 @@ export class EpisodeSession {
     }
   }
 
-  /** Closes the session, even in a cancelled trajectory; one never opened has nothing to close. */
+  /**
+   * Closes the session, even in a cancelled trajectory; one never opened, or closed by its last
+   * turn, has nothing to close.
+   */
   async close(): Promise<void> {
-    if (!this.opened) return;
+    if (!this.opened || this.closed) return;
     const { sessionQueue } = this.opened;
     await CancellationScope.nonCancellable(() =>
       this.activities

@@ -5,6 +5,7 @@
  */
 import type { GenerateOutput } from '../../activities/inference';
 import type { TurnOutcome } from '../../src/agents/episode';
+import { endsEpisode } from '../../src/core/episode';
 import type { TrajectoryStatus, TrajectorySummary, TrajectoryTime } from '../../src/core/records';
 import type { TrajectoryInput } from '../types';
 
@@ -51,7 +52,7 @@ export class EpisodeTally {
     this.envSteps++;
     this.envReturn += outcome.reward;
     if (outcome.penalty) this.turnPenalties[this.turns - 1] = outcome.penalty;
-    if (!outcome.done && outcome.next) return 'going on';
+    if (!endsEpisode(outcome)) return 'going on';
     if (outcome.info.truncated) this.end('max_steps', 'environment step limit reached');
     else this.end('ended', `episode ended: ${typeof outcome.info.outcome === 'string' ? outcome.info.outcome : 'done'}`);
     return 'ended';
