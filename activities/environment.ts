@@ -192,7 +192,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
 }
 
 /** This worker's own session queue: turns and close of the sessions it holds. */
-export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>) {
+export function createSessionActivities({ sessions, logger }: Pick<EnvDeps, 'sessions' | 'logger'>) {
   /** Hands the model's answer to the session: the agent parses it and, if it is an action, the environment steps. */
   async function sessionTurn(input: SessionTurnInput): Promise<SessionTurnOutput> {
     const startedAt = performance.now();
@@ -210,7 +210,11 @@ export function createSessionActivities({ sessions }: Pick<EnvDeps, 'sessions'>)
     session.turns[input.turn] = outcome;
     const result = await withinTurnTimeout(session.turnTimeoutMs, `turn ${input.turn} of session ${input.sessionId}`, outcome);
     const last = endsEpisode(result) || input.turn + 1 >= session.maxTurns;
-    if (last) await sessions.close(input.sessionId);
+    // The turn's outcome stands whatever the close does: a close that fails is logged, not retried.
+    if (last)
+      await sessions
+        .close(input.sessionId)
+        .catch((err: unknown) => logger.warn({ sessionId: input.sessionId, err: String(err) }, 'closing a finished session failed'));
     return deliverable({ ...result, activityMs: performance.now() - startedAt, ...(last ? { sessionClosed: true as const } : {}) });
   }
 

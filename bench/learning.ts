@@ -7,32 +7,42 @@
  *   - time and version at which held-out success first reached 70% and 95%;
  *   - whether each level held to the end: sampled levels by the mean of every later window of
  *     HOLD_WINDOW steps (one batch is 32 episodes, too few to judge a step alone), held-out
- *     levels by every later evaluation;
+ *     levels by every later evaluation, and again by every later mean of HELD_OUT_WINDOW
+ *     evaluations;
  *   - when each level settled: from where on it held to the end ("reaches it and stays there"),
  *     which a run that first touched a level and dipped below it reaches later.
  *
  *   npm run bench:learning -- --config config/examples/frozenlake-train.yaml --seeds 1,2,3 --repeats 2 [--steps N]
+ *   npm run bench:learning -- --runs RUN_ID,RUN_ID [--data-dir .trajflow]   (stored runs, judged again)
  *
  * Run it alone: the runs measure seconds on a machine shared by the trainer, the engine, the
  * workflow worker and the dev server.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { EvaluationRecord } from '../activities/evaluation';
 import { Client } from '@temporalio/client';
+import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { runTraining } from '../client/runTraining';
 import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
 import type { RunConfig } from '../config/schema';
 import { createLogger } from '../src/log';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import { loadRunConfig } from '../src/runConfig';
+import { RunLayout } from '../src/store/runLayout';
 import { connectClient, resolveTemporal } from '../src/temporal/connection';
 
 const SAMPLED_LEVELS = [0.5, 0.8, 0.95];
 const HELD_OUT_LEVELS = [0.7, 0.95];
 /** Steps averaged when judging whether a sampled level held. */
 const HOLD_WINDOW = 5;
+/**
+ * Evaluations averaged for the second held-out judgement: one evaluation of 32 random maps has a
+ * standard error of ~7 points at 80%, so "every evaluation >= 70%" also measures that noise.
+ */
+const HELD_OUT_WINDOW = 3;
 
 export interface Milestone {
   level: number;
@@ -59,6 +69,8 @@ export interface LearningRun {
   wallSeconds: number;
   sampled: Milestone[];
   heldOut: Milestone[];
+  /** Held-out levels judged by the mean of HELD_OUT_WINDOW consecutive evaluations. */
+  heldOutMean: Milestone[];
   finalHeldOut?: number;
 }
 
@@ -69,43 +81,73 @@ function settledIndex(passes: readonly boolean[]): number {
   return from < passes.length ? from : -1;
 }
 
+/** One measured point of a curve: a train step's batch or an evaluated version. */
+interface CurvePoint {
+  at: number;
+  elapsedS?: number;
+  successRate: number;
+}
+
+/**
+ * Per level: the first point at or above it, whether the mean of every `window` consecutive points
+ * from there stayed at or above it, and where the level settled (the last point of the first window
+ * after which none fell below).
+ */
+function milestones(points: readonly CurvePoint[], levels: readonly number[], window: number): Milestone[] {
+  // windowMeans[i]: the mean of points i .. i + window - 1.
+  const windowMeans = points.slice(window - 1).map((_, i) => points.slice(i, i + window).reduce((sum, p) => sum + p.successRate, 0) / window);
+  return levels.map((level) => {
+    const first = points.findIndex((p) => p.successRate >= level);
+    if (first < 0) return { level, held: false };
+    const settled = settledIndex(windowMeans.map((mean) => mean >= level));
+    // Held: settled no later than where it was first reached, so every window from there passed (a
+    // level first reached in the last points must have the last window too).
+    const reached = { level, at: points[first].at, elapsedS: points[first].elapsedS, held: settled >= 0 && settled <= first };
+    if (settled < 0) return reached;
+    const end = points[settled + window - 1];
+    return { ...reached, settledAt: end.at, settledElapsedS: end.elapsedS };
+  });
+}
+
 /**
  * Sampled levels: the first step at or above, whether every later HOLD_WINDOW-step mean stayed
  * there, and where the level settled.
  */
 export function sampledMilestones(curve: readonly StepMetrics[], levels = SAMPLED_LEVELS): Milestone[] {
-  // windowMeans[i]: the mean of steps i .. i + HOLD_WINDOW - 1.
-  const windowMeans = curve.slice(HOLD_WINDOW - 1).map((_, i) => curve.slice(i, i + HOLD_WINDOW).reduce((sum, m) => sum + m.successRate, 0) / HOLD_WINDOW);
-  return levels.map((level) => {
-    const first = curve.findIndex((m) => m.successRate >= level);
-    if (first < 0) return { level, held: false };
-    const settled = settledIndex(windowMeans.map((mean) => mean >= level));
-    // Held: settled no later than where it was first reached, so every window from there passed (a
-    // level first reached in the last steps must have the last window too).
-    const reached = { level, at: curve[first].step, elapsedS: curve[first].elapsedS, held: settled >= 0 && settled <= first };
-    if (settled < 0) return reached;
-    const end = curve[settled + HOLD_WINDOW - 1];
-    return { ...reached, settledAt: end.step, settledElapsedS: end.elapsedS };
-  });
+  return milestones(
+    curve.map((m) => ({ at: m.step, elapsedS: m.elapsedS, successRate: m.successRate })),
+    levels,
+    HOLD_WINDOW,
+  );
 }
 
-/** Held-out levels: the first evaluated version at or above, whether every later one stayed there, and where it settled. */
-export function heldOutMilestones(evaluations: readonly EvaluationRecord[], levels = HELD_OUT_LEVELS): Milestone[] {
-  return levels.map((level) => {
-    const first = evaluations.findIndex((e) => e.successRate >= level);
-    if (first < 0) return { level, held: false };
-    const settled = settledIndex(evaluations.map((e) => e.successRate >= level));
-    const reached = { level, at: evaluations[first].version, elapsedS: evaluations[first].elapsedS, held: settled >= 0 && settled <= first };
-    return settled < 0 ? reached : { ...reached, settledAt: evaluations[settled].version, settledElapsedS: evaluations[settled].elapsedS };
-  });
+/**
+ * Held-out levels: the first evaluated version at or above, whether every later evaluation (or,
+ * with `window` > 1, the mean of every later `window` consecutive ones) stayed there, and where
+ * the level settled.
+ */
+export function heldOutMilestones(evaluations: readonly EvaluationRecord[], levels = HELD_OUT_LEVELS, window = 1): Milestone[] {
+  return milestones(
+    evaluations.map((e) => ({ at: e.version, elapsedS: e.elapsedS, successRate: e.successRate })),
+    levels,
+    window,
+  );
 }
 
 interface Options {
   configs: string[];
+  /** Stored runs to judge again instead of running anything. */
+  runs: string[];
+  dataDir: string;
   seeds: number[];
   repeats: number;
   steps?: number;
 }
+
+const USAGE = [
+  'usage: bench:learning -- --config FILE [--config FILE ...] [--seeds 1,2,3] [--repeats 2] [--steps N]',
+  '       bench:learning -- --runs RUN_ID[,RUN_ID ...] [--data-dir DIR]   (judge stored runs again; DIR default .trajflow)',
+].join('\n');
 
 function parseOptions(argv: string[]): Options {
   const value = (name: string) => {
@@ -118,13 +160,15 @@ function parseOptions(argv: string[]): Options {
     return n;
   };
   const configs = argv.flatMap((arg, i) => (arg === '--config' ? [argv[i + 1]] : []));
-  if (configs.length === 0 || configs.some((c) => !c))
-    throw new Error('usage: bench:learning -- --config FILE [--config FILE ...] [--seeds 1,2,3] [--repeats 2] [--steps N]');
+  const runs = (value('runs') ?? '').split(',').filter(Boolean);
+  if ((configs.length === 0) === (runs.length === 0) || configs.some((c) => !c)) throw new Error(USAGE);
   const steps = value('steps');
   const repeats = integer('repeats', value('repeats') ?? '1');
   if (repeats < 1) throw new Error('--repeats must be at least 1');
   return {
     configs,
+    runs,
+    dataDir: value('data-dir') ?? '.trajflow',
     seeds: (value('seeds') ?? '1').split(',').map((s) => integer('seeds', s)),
     repeats,
     steps: steps === undefined ? undefined : integer('steps', steps),
@@ -148,17 +192,36 @@ async function runOnce(file: string, seed: number, repeat: number, steps: number
     if (err instanceof RunInterrupted) console.error(`interrupted: run ${err.runId} ended, ${await terminateRun(config, err.runId)} workflows terminated`);
     throw err;
   });
+  const run = { config: path.basename(file), seed, repeat, runId: summary.result.runId, steps: summary.result.steps, wallSeconds: summary.wallSeconds };
+  return judge(run, summary.curve, summary.evaluations);
+}
+
+/** A run's milestones, from its learning curve and held-out evaluations. */
+function judge(
+  run: Omit<LearningRun, 'sampled' | 'heldOut' | 'heldOutMean' | 'finalHeldOut'>,
+  curve: StepMetrics[],
+  evaluations: EvaluationRecord[],
+): LearningRun {
   return {
-    config: path.basename(file),
-    seed,
-    repeat,
-    runId: summary.result.runId,
-    steps: summary.result.steps,
-    wallSeconds: summary.wallSeconds,
-    sampled: sampledMilestones(summary.curve),
-    heldOut: heldOutMilestones(summary.evaluations),
-    finalHeldOut: summary.evaluations.at(-1)?.successRate,
+    ...run,
+    sampled: sampledMilestones(curve),
+    heldOut: heldOutMilestones(evaluations),
+    heldOutMean: heldOutMilestones(evaluations, HELD_OUT_LEVELS, HELD_OUT_WINDOW),
+    finalHeldOut: evaluations.at(-1)?.successRate,
   };
+}
+
+/**
+ * A stored run judged again from its files (`--runs`), labelled by its `run.name`; its wall time is
+ * the elapsed time of its last train step.
+ */
+async function judgeStoredRun(dataDir: string, runId: string): Promise<LearningRun> {
+  const layout = new RunLayout(dataDir, runId);
+  const config = JSON.parse(await readFile(layout.configFile, 'utf8')) as RunConfig;
+  const curve = await readLearningCurve(layout);
+  if (curve.length === 0) throw new Error(`run ${runId}: no train steps in ${layout.metricsFile}`);
+  const run = { config: config.run.name, seed: config.run.seed, repeat: 1, runId, steps: curve.length, wallSeconds: curve.at(-1)!.elapsedS ?? 0 };
+  return judge(run, curve, await readEvaluations(layout));
 }
 
 const pct = (level: number) => `${Math.round(100 * level)}%`;
@@ -176,6 +239,7 @@ export function formatRun(r: LearningRun): string {
     `${r.config} seed ${r.seed} #${r.repeat} (${r.runId}): ${r.steps} steps in ${r.wallSeconds.toFixed(0)} s${final}`,
     `    sampled  ${r.sampled.map((m) => describeMilestone(m, 'step')).join(' | ')}`,
     `    held-out ${r.heldOut.map((m) => describeMilestone(m, 'v')).join(' | ')}`,
+    `    held-out, mean of ${HELD_OUT_WINDOW} ${r.heldOutMean.map((m) => describeMilestone(m, 'v')).join(' | ')}`,
   ].join('\n');
 }
 
@@ -198,7 +262,12 @@ export function formatSummary(config: string, runs: readonly LearningRun[]): str
       })
       .map((text) => `    ${label} ${text}`)
       .join('\n');
-  return [`${config}: ${runs.length} runs`, line('sampled ', (r) => r.sampled), line('held-out', (r) => r.heldOut)].join('\n');
+  return [
+    `${config}: ${runs.length} runs`,
+    line('sampled ', (r) => r.sampled),
+    line('held-out', (r) => r.heldOut),
+    line(`held-out, mean of ${HELD_OUT_WINDOW}`, (r) => r.heldOutMean),
+  ].join('\n');
 }
 
 /** Aborts on the first SIGINT or SIGTERM (Ctrl-C, `kill`, `timeout`): the bench stops at its current run. */
@@ -241,8 +310,23 @@ async function terminateRun(config: RunConfig, runId: string): Promise<number> {
   return terminated;
 }
 
+/** `--runs`: each stored run's lines, then a summary per `run.name`. */
+async function judgeStoredRuns({ dataDir, runs: runIds }: Options): Promise<void> {
+  const runs = await Promise.all(runIds.map((runId) => judgeStoredRun(dataDir, runId)));
+  for (const run of runs) console.log(formatRun(run));
+  for (const config of new Set(runs.map((r) => r.config))) {
+    console.log(
+      formatSummary(
+        config,
+        runs.filter((r) => r.config === config),
+      ),
+    );
+  }
+}
+
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
+  if (options.runs.length > 0) return judgeStoredRuns(options);
   const interrupted = interruptSignal();
   for (const file of options.configs) {
     const runs: LearningRun[] = [];

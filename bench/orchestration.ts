@@ -61,7 +61,7 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
   const sessions = new SessionRegistry();
   const compatibility = compatibilityOf(config, buildId());
   const env = createEnvActivities({ sessions, sessionQueue: 'in-process', compatibility, store, logger });
-  const session = createSessionActivities({ sessions });
+  const session = createSessionActivities({ sessions, logger });
   const checkpoints = new CheckpointStore(config.dataDir);
   const { generate } = createInferenceActivities({
     provider: new ZeroLatencyProvider(),

@@ -59,6 +59,16 @@ describe('where a level settled (reached, and held from there to the end)', () =
     const [seventy] = heldOutMilestones(evaluations([0.8, 0.2, 0.75, 0.9]), [0.7]);
     expect(seventy).toEqual({ level: 0.7, at: 0, elapsedS: 0, held: false, settledAt: 10, settledElapsedS: 100 });
   });
+
+  test('held-out by the mean of 3 evaluations: single noisy dips do not lose the level, a lasting fall does', () => {
+    const noisy = evaluations([0, 0.75, 0.62, 0.81, 0.78, 0.66, 0.75]);
+    // Each evaluation: lost at 0.62 and 0.66, settled only at the last one.
+    expect(heldOutMilestones(noisy, [0.7])[0]).toEqual({ level: 0.7, at: 5, elapsedS: 50, held: false, settledAt: 30, settledElapsedS: 300 });
+    // Means of 3 from the first reaching one: 0.727, 0.737, 0.75, 0.73; settled at the end of the first window.
+    expect(heldOutMilestones(noisy, [0.7], 3)[0]).toEqual({ level: 0.7, at: 5, elapsedS: 50, held: true, settledAt: 15, settledElapsedS: 150 });
+    const [fell] = heldOutMilestones(evaluations([0.8, 0.8, 0.8, 0.75, 0.4, 0.5]), [0.7], 3);
+    expect(fell).toEqual({ level: 0.7, at: 0, elapsedS: 0, held: false });
+  });
 });
 
 test('a level first touched in the last steps holds only if the last 5-step window is at it', () => {

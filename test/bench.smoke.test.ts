@@ -136,8 +136,17 @@ describe('benchmark scripts at tiny sizes', () => {
       /^ +held-out 70%: reached median (\d+ s|never), worst (\d+ s|never) \([01]\/1, held [01]\/1\); settled median (\d+ s|never), worst (\d+ s|never) \([01]\/1\)/m,
     );
 
-    // The embedded trainer is deterministic: step 1 trained again gives the metrics it recorded.
+    expect(output).toMatch(/^ +held-out, mean of 3 70% /m);
+
+    // Judged again from its stored files (--runs), the run gets the same milestones.
     const runId = /^tiny\.json seed 7 #1 \((.+)\):/m.exec(output)![1];
+    const again = await expectSuccess('learning', ['--runs', runId, '--data-dir', path.join(dir, 'data')], 60_000);
+    const milestones = (text: string) => text.split('\n').filter((line) => /^ {4}(sampled|held-out)/.test(line));
+    expect(milestones(output).length).toBeGreaterThanOrEqual(6);
+    expect(milestones(again)).toEqual(milestones(output));
+    expect(again).toMatch(new RegExp(`^\\S+ seed 7 #1 \\(${runId}\\): 2 steps in \\d+ s`, 'm'));
+
+    // The embedded trainer is deterministic: step 1 trained again gives the metrics it recorded.
     const replay = await expectSuccess('replayStep', [runId, '1', '--data-dir', path.join(dir, 'data'), '--episodes', '2', '--max-update-kl', '1000'], 120_000);
     const recorded = /recorded: (approxKl \S+, gradNorm \S+, loss \S+)$/m.exec(replay)?.[1];
     expect(recorded).toBeDefined();

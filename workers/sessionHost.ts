@@ -39,7 +39,7 @@ export function createSessionHost(config: RunConfig, store: TrajectoryStorage, l
     sessions,
     sessionQueue,
     envActivities: createEnvActivities({ sessions, sessionQueue, compatibility: compatibilityOf(config, buildId()), store, logger }),
-    sessionActivities: createSessionActivities({ sessions }),
+    sessionActivities: createSessionActivities({ sessions, logger }),
     activityInterceptors: [traceActivities(config.dataDir, 'env'), meterActivities('env', tracker)],
     busyTracker: tracker,
     busy: busyReporter(tracker, envWorkersDir(config.dataDir)),

@@ -26,7 +26,7 @@ export async function runStreamingInProcess({ stack, config, runId, model, logge
   const sessions = new SessionRegistry();
   const activities: InProcessActivities = {
     env: createEnvActivities({ sessions, sessionQueue: 'in-process', compatibility, store: stack.store, logger }),
-    session: createSessionActivities({ sessions }),
+    session: createSessionActivities({ sessions, logger }),
     inference: createInferenceActivities({
       provider: model,
       store: stack.store,

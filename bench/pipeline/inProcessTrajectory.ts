@@ -1,8 +1,9 @@
 /**
  * One episode as workflows/trajectory.ts plays it, minus Temporal: the same activity functions
  * in the same order (open the session, per turn generate then hand the answer to the session,
- * close unless its last turn did, score, record), called in-process inside a mock activity context (heartbeats and
- * cancellation signals need one), with the workflow's own tally of the episode.
+ * close unless its last turn did, score, record), called in-process inside a mock activity
+ * context (heartbeats and cancellation signals need one), with the workflow's own tally of the
+ * episode.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { createEnvActivities, createSessionActivities } from '../../activities/environment';
