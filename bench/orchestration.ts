@@ -22,6 +22,7 @@ import { CheckpointStore } from '../src/store/checkpointStore';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 import { envSeedOf } from '../workflows/rollout';
+import { endsEpisode } from '../src/core/episode';
 import { groupIdOf, sessionIdOf, trajectoryIdOf } from '../src/core/ids';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { ZeroLatencyProvider } from './zeroLatencyProvider';
@@ -91,8 +92,8 @@ async function runEpisodeInProcess(config: RunConfig, runId: string, trajectoryI
     const outcome = await timed(() => session.sessionTurn({ sessionId, turn: turns++, text: reply.text }));
     if (outcome.kind === 'invalid') throw new Error('the stand-in always answers in format');
     sessionClosed = outcome.sessionClosed === true;
-    if (outcome.done || !outcome.next) break;
-    messages = outcome.next.messages;
+    if (endsEpisode(outcome)) break;
+    messages = outcome.next!.messages;
   }
   if (!sessionClosed) await timed(() => session.closeSession({ sessionId }));
 }

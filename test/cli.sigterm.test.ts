@@ -17,7 +17,8 @@ import { writeConfigFile } from './support/workerProcess';
 import { LoggedWorker, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
 
 const CLI = path.join(PROJECT_ROOT, 'bin', 'trajflow.js');
-const STEPS = 4;
+// Enough steps that the run is still going when the test has seen step 1 (a step takes ~1 s here).
+const STEPS = 12;
 
 /** Pids of live processes whose command line names `configFile`: the CLI and the workers it started. */
 function processesOf(configFile: string): number[] {

@@ -369,8 +369,6 @@ describe('trace of a short training run', () => {
       'decode',
       'env.reset',
       'env.step',
-      'env.close',
-      'reward',
       'record.trajectory',
       'record.group',
       'train.prepare',
@@ -384,6 +382,11 @@ describe('trace of a short training run', () => {
     ];
     expect(stages.filter((stage) => named(stage).length === 0)).toEqual([]);
     expect(named('trajectory')).toHaveLength(16);
+    // A session closes itself on its last turn and the trajectory scores itself: no activity for
+    // either, the reward is on the trajectory's span.
+    expect(named('env.close')).toEqual([]);
+    expect(named('reward')).toEqual([]);
+    expect(named('trajectory').every((e) => typeof e.args?.reward === 'number' && Number.isInteger(e.args?.turns))).toBe(true);
     expect(named('group')).toHaveLength(4);
     expect(named('train.step')).toHaveLength(2);
     expect(named('queue wait')).toHaveLength(4);
