@@ -7,7 +7,10 @@
 import { ContinuousBatchingStandIn, decodeStepMs } from '../bench/pipeline/batchingStandIn';
 import { benchmarkPipeline } from '../bench/pipeline/benchmark';
 import { standInCompletion } from '../bench/pipeline/completion';
-import { CONFIGURATIONS } from '../bench/pipeline/configurations';
+import { CONFIGURATIONS, FIXED_IN_PROCESS, FIXED_TEMPORAL, STREAM_ETA1, type RunSpec } from '../bench/pipeline/configurations';
+import { parseFlags } from '../bench/pipeline/flags';
+import { resolveOptions } from '../bench/pipeline/options';
+import { checkTargets, comparisons, type ConfigurationSummary } from '../bench/pipeline/summary';
 import type { SamplingParams } from '../src/inference/provider';
 import { testAddress } from './support/harness';
 
@@ -50,6 +53,40 @@ test('a weights load lands between decode steps and a request spanning it report
   expect(versions.indexOf(5)).toBeGreaterThan(0);
   expect(versions.slice(versions.indexOf(5)).every((v) => v === 5)).toBe(true);
   expect(versions.slice(0, versions.indexOf(5)).every((v) => v === 0)).toBe(true);
+});
+
+/** A configuration's summary with only its throughput and engine busy share set. */
+const summaryOf = (spec: RunSpec, trajectoriesPerSecond: number, engineBusyFraction = 0): ConfigurationSummary => ({
+  spec,
+  runs: [],
+  trajectoriesPerSecond,
+  trainedTokensPerSecond: 0,
+  engineBusyFraction,
+  trainerIdleFraction: 0,
+  staleness: {},
+  stalenessMax: 0,
+  processCpuMsPerTrajectory: 0,
+});
+
+test('--only picks configurations by key; an unknown key is named with the keys there are', () => {
+  expect(parseFlags(['--only', 'fixed-temporal, fixed-inproc']).only).toEqual(['fixed-temporal', 'fixed-inproc']);
+  expect(resolveOptions({ only: ['fixed-temporal'] }).only).toEqual(['fixed-temporal']);
+  expect(() => resolveOptions({ only: ['fixed-temporal', 'fixed-tmeporal'] })).toThrow(
+    `only names no configuration "fixed-tmeporal"; configurations: ${CONFIGURATIONS.map((c) => c.key).join(', ')}`,
+  );
+  expect(() => resolveOptions(parseFlags(['--only', ',']))).toThrow('only must name at least one configuration');
+});
+
+test('with some configurations left out, only the targets and ratios they allow are reported', () => {
+  const fixedPair = [summaryOf(FIXED_TEMPORAL, 9), summaryOf(FIXED_IN_PROCESS, 18)];
+  expect(checkTargets(fixedPair)).toEqual([
+    { name: 'Temporal / in-process throughput, fixed-latency model', measured: 0.5, target: 0.95, atLeast: true, unit: 'x', met: false },
+  ]);
+  expect(comparisons(fixedPair)).toEqual([]);
+  const streaming = [summaryOf(STREAM_ETA1, 7, 0.97)];
+  expect(checkTargets(streaming)).toEqual([
+    { name: 'rollout-bound (fast trainer) engine busy, eta=1', measured: 97, target: 95, atLeast: true, unit: '%', met: true },
+  ]);
 });
 
 test('the quick pipeline benchmark runs every configuration and reports consistent figures', async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { createLogger } from '../../src/log';
 import { ContinuousBatchingStandIn } from './batchingStandIn';
 import { cpuSince, loadAverage, readCpu } from './cpuClock';
-import { CONFIGURATIONS, type Pipeline, type RunSpec } from './configurations';
+import { selectConfigurations, type Pipeline, type RunSpec } from './configurations';
 import { measureEngineCost, type EngineCostFit } from './engineCost';
 import { FixedLatencyStandIn } from './fixedLatencyStandIn';
 import { runStreamingInProcess } from './inProcessStreaming';
@@ -58,10 +58,11 @@ export async function benchmarkPipeline(given: Partial<PipelineBenchOptions> = {
   options.log('starting the Temporal dev server and workers ...');
   const stack = await startTemporalStack(options, dataDir, logger);
   const stamp = Date.now().toString(36);
+  const specs = selectConfigurations(options.only);
   const runs: RunMeasurement[] = [];
   try {
     for (let round = 0; round < options.rounds; round++) {
-      for (const spec of CONFIGURATIONS) {
+      for (const spec of specs) {
         const runId = `pipeline-${stamp}-${spec.key}-r${round}`;
         const model = modelFor(spec, options, engineCost);
         stack.model.use(model);
@@ -85,7 +86,7 @@ export async function benchmarkPipeline(given: Partial<PipelineBenchOptions> = {
     await stack.close();
     if (!options.dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
-  const configurations = summarize(CONFIGURATIONS, runs);
+  const configurations = summarize(specs, runs);
   return { options, engineCost, runs, configurations, targets: checkTargets(configurations), wallSeconds: (performance.now() - startedAt) / 1000 };
 }
 

@@ -90,3 +90,8 @@ export const CONFIGURATIONS: readonly RunSpec[] = [
   FIXED_IN_PROCESS,
   SLOW_TRAINER,
 ];
+
+/** The configurations named in `only` (keys), in the bench's order; all of them when `only` is absent. */
+export function selectConfigurations(only?: readonly string[]): RunSpec[] {
+  return only ? CONFIGURATIONS.filter((spec) => only.includes(spec.key)) : [...CONFIGURATIONS];
+}

@@ -20,7 +20,7 @@ const NUMBER_FLAGS = {
   seed: 'seed',
 } as const satisfies Record<string, keyof PipelineBenchOptions>;
 
-export const USAGE = `usage: npm run bench:pipeline -- [--quick] [--env-sessions env-worker|local] [--inference-calls inference-worker|local] ${Object.keys(
+export const USAGE = `usage: npm run bench:pipeline -- [--quick] [--only KEY,...] [--env-sessions env-worker|local] [--inference-calls inference-worker|local] ${Object.keys(
   NUMBER_FLAGS,
 )
   .map((flag) => `[--${flag} N]`)
@@ -35,6 +35,7 @@ export function parseFlags(argv: readonly string[]): Partial<PipelineBenchOption
       args: [...argv],
       options: {
         quick: { type: 'boolean' },
+        only: { type: 'string' },
         'env-sessions': { type: 'string' },
         'inference-calls': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -49,6 +50,12 @@ export function parseFlags(argv: readonly string[]): Partial<PipelineBenchOption
   const options: Partial<PipelineBenchOptions> & { help?: boolean } = {};
   if (parsed.values.help) options.help = true;
   if (parsed.values.quick) options.quick = true;
+  // Checked against the configurations' keys with the other options (options.ts).
+  if (parsed.values.only !== undefined)
+    options.only = parsed.values.only
+      .split(',')
+      .map((key) => key.trim())
+      .filter((key) => key !== '');
   const sessions = parsed.values['env-sessions'];
   if (sessions !== undefined) {
     if (sessions !== 'env-worker' && sessions !== 'local') throw new FlagError(`--env-sessions must be env-worker or local, got ${JSON.stringify(sessions)}`);

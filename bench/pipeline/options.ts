@@ -4,6 +4,7 @@
  */
 
 import type { InferenceConfig } from '../../config/schema';
+import { CONFIGURATIONS } from './configurations';
 
 export interface PipelineBenchOptions {
   /** Train steps per run. */
@@ -36,6 +37,11 @@ export interface PipelineBenchOptions {
   fixedModelLatencyMs: number;
   seed: number;
   quick: boolean;
+  /**
+   * Keys of the configurations to run (default: all), e.g. one configuration on two builds for an
+   * A/B; targets and ratios that need a configuration left out are not reported.
+   */
+  only?: string[];
   /** A running Temporal server to use instead of starting a dev server (the smoke test's). */
   temporalAddress?: string;
   /** Where runs write; default: a fresh temporary folder, removed at the end. */
@@ -114,6 +120,13 @@ export function optionProblems(options: PipelineBenchOptions): string[] {
     problems.push(`envSessions must be env-worker or local, got ${options.envSessions}`);
   if (options.inferenceCalls !== 'inference-worker' && options.inferenceCalls !== 'local')
     problems.push(`inferenceCalls must be inference-worker or local, got ${options.inferenceCalls}`);
+  if (options.only !== undefined) {
+    const keys = CONFIGURATIONS.map((spec) => spec.key);
+    const unknown = options.only.filter((key) => !keys.includes(key));
+    if (options.only.length === 0) problems.push(`only must name at least one configuration (${keys.join(', ')})`);
+    if (unknown.length > 0)
+      problems.push(`only names no configuration ${unknown.map((key) => JSON.stringify(key)).join(', ')}; configurations: ${keys.join(', ')}`);
+  }
   if (options.steps < 2) problems.push(`steps must be >= 2 (utilization is measured between the first and the last step), got ${options.steps}`);
   if (options.p99OverP50 < 1) problems.push(`p99OverP50 must be >= 1, got ${options.p99OverP50}`);
   if (options.groupSize < 2) problems.push(`groupSize must be >= 2 (a group compares its trajectories), got ${options.groupSize}`);
