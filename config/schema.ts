@@ -164,6 +164,13 @@ export const LossConfigSchema = z.strictObject({
   beta: z.number().nonnegative().default(0),
   kl: z.enum(['k1', 'k3']).default('k3'),
   aggregation: z.enum(['token-mean', 'sequence-mean-token-mean']).default('token-mean'),
+  /**
+   * c in loss -= c x the policy's entropy at each trained token (its whole next-token
+   * distribution there, at the sampling temperature); 0 turns it off. Keeps a policy from becoming
+   * deterministic, after which every group is all solved or all failed and there is nothing left
+   * to compare. Embedded trainer only.
+   */
+  entropyBonus: z.number().nonnegative().default(0),
 });
 
 /**
@@ -345,6 +352,13 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'formatWarmupSteps'],
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
+      });
+    }
+    if (config.model.path !== undefined && config.trainer.loss.entropyBonus > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'loss', 'entropyBonus'],
+        message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
       });
     }
     if (config.model.path !== undefined && config.trainer.maxUpdateKl !== undefined) {

@@ -61,6 +61,12 @@ describe('run config', () => {
     expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();
     expect(() => parseRunConfig({ ...realModel, trainer: { maxUpdateKl: 0.1 } })).toThrow(/trainer\.maxUpdateKl: is a setting of the embedded trainer/);
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { maxUpdateKl: -1 } })).toThrow(/trainer\.maxUpdateKl/);
+    // So is the entropy bonus.
+    expect(parseRunConfig(realModel).trainer.loss.entropyBonus).toBe(0);
+    expect(() => parseRunConfig({ ...realModel, trainer: { loss: { entropyBonus: 0.01 } } })).toThrow(
+      /trainer\.loss\.entropyBonus: is a setting of the embedded trainer/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { entropyBonus: -0.01 } } })).toThrow(/trainer\.loss\.entropyBonus/);
     // Model calls run on inference workers unless a run asks for local activities.
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');

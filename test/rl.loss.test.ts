@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { initBackend } from '../src/model/backend';
 import { modelConfig } from '../src/model/config';
 import { parameterSpecs, initWeights } from '../src/model/weights';
-import { sequenceLogprobs, type TensorWeights } from '../src/model/transformer';
+import { disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights, type TensorWeights } from '../src/model/transformer';
 import '../src/rl/gradients';
 import { lossInputs, policyLoss, sameSequenceParts, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
 import { LossConfigSchema } from '../config/schema';
@@ -36,21 +36,27 @@ const FIXED = {
     [-1.2, -0.2, -1.5],
     [-0.3, -1.0, 0],
   ],
+  // The policy's entropy where each token was drawn; the padding's 9 must not count.
+  entropies: [
+    [0.5, 1.0, 1.5],
+    [2.0, 0.25, 9],
+  ],
 };
 
-function fixedInputs(withRef = false): LossInputs {
+function fixedInputs(withRef = false, withEntropies = false): LossInputs {
   return {
     logprobs: tf.tensor2d(FIXED.logprobs),
     behaviourLogprobs: tf.tensor2d(FIXED.behaviourLogprobs),
     mask: tf.tensor2d(FIXED.mask),
     advantages: tf.tensor1d(FIXED.advantages),
     ...(withRef ? { refLogprobs: tf.tensor2d(FIXED.refLogprobs) } : {}),
+    ...(withEntropies ? { entropies: tf.tensor2d(FIXED.entropies) } : {}),
   };
 }
 
-function evaluate(config: Partial<LossConfig>, withRef = false) {
+function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = false) {
   return tf.tidy(() => {
-    const { loss, metrics } = policyLoss(fixedInputs(withRef), { ...DEFAULT_LOSS_CONFIG, ...config });
+    const { loss, metrics } = policyLoss(fixedInputs(withRef, withEntropies), { ...DEFAULT_LOSS_CONFIG, ...config });
     const value = (t?: tf.Scalar) => (t ? t.dataSync()[0] : undefined);
     return {
       loss: value(loss)!,
@@ -111,6 +117,18 @@ describe('policyLoss on fixed inputs', () => {
   it('needs reference logprobs when beta > 0', () => {
     expect(() => evaluate({ beta: 0.1 })).toThrow(/beta > 0 needs reference logprobs/);
   });
+
+  // Masked entropies 0.5, 1.0, 1.5 | 2.0, 0.25: mean 1.05
+  it("an entropy bonus subtracts c x the masked tokens' entropy, and pushes each of them up by c / N", () => {
+    expect(evaluate({ entropyBonus: 0.1 }, false, true).loss).toBeCloseTo(TOKEN_MEAN - 0.1 * 1.05, 5);
+    expect(evaluate({ entropyBonus: 0 }, false, true).loss).toBeCloseTo(TOKEN_MEAN, 5);
+    const inputs = fixedInputs(false, true);
+    const config = { ...DEFAULT_LOSS_CONFIG, entropyBonus: 0.1 };
+    const grad = tf.grad((entropies: tf.Tensor) => policyLoss({ ...inputs, entropies: entropies as tf.Tensor2D }, config).loss)(inputs.entropies!);
+    expect(Array.from(grad.dataSync()).map((g) => Number(g.toFixed(6)))).toEqual([-0.02, -0.02, -0.02, -0.02, -0.02, 0]);
+    tf.dispose([grad, ...Object.values(inputs)]);
+    expect(() => evaluate({ entropyBonus: 0.1 })).toThrow(/entropyBonus > 0 needs the policy entropies/);
+  });
 });
 
 describe('gradient of the loss through the model', () => {
@@ -126,7 +144,7 @@ describe('gradient of the loss through the model', () => {
     }
     const policy: TensorWeights = { config, params: variables };
     const temperature = 0.8;
-    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', temperature };
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', entropyBonus: 0.05, temperature };
     const sequences = [
       { ids: [257, 258, 65, 66, 261, 260, 67, 68, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1], advantage: 0.7 },
       { ids: [257, 259, 70, 71, 72, 261, 260, 80, 81, 82, 261], lossMask: [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], advantage: -1.2 },
@@ -138,9 +156,9 @@ describe('gradient of the loss through the model', () => {
       behaviourLogprobs: [0, ...current[b].map((lp, t) => lp + 0.05 * Math.sin(3 * t + b))],
     }));
     const refLogprobs = current.map((logprobs, b) => logprobs.map((lp, t) => lp - 0.1 * Math.cos(2 * t + b)));
-    const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss.dataSync()[0]);
+    const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, true), lossConfig).loss.dataSync()[0]);
 
-    const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs), lossConfig).loss);
+    const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, true), lossConfig).loss);
     const checks: [string, number][] = [
       ['head', 3 * 264 + 67],
       ['head', 5 * 264 + 81],
@@ -174,6 +192,33 @@ describe('gradient of the loss through the model', () => {
     }
     console.log(`loss ${value.dataSync()[0].toFixed(5)}; gradient check:\n${rows.join('\n')}`);
     tf.dispose([value, ...Object.values(grads), ...Object.values(variables)]);
+  });
+});
+
+describe('policy entropies at the trained tokens', () => {
+  const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
+
+  it('are the entropies of the whole next-token distributions there, at the temperature; 0 elsewhere', () => {
+    const policy = toTensorWeights(initWeights(config, 7));
+    const temperature = 0.8;
+    const sample: TrainingSample = {
+      ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
+      lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
+      behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
+      advantage: 1,
+    };
+    const entropies = tf.tidy(() => Array.from(lossInputs(policy, [sample], temperature, undefined, true).entropies!.dataSync()));
+    // Target t predicts ids[t + 1] from ids[<= t]: its distribution is the prefill's after ids[0..t].
+    const expected = sample.ids.slice(1).map((_, t) => {
+      if (sample.lossMask[t + 1] === 0) return 0;
+      const logits = Array.from(prefill(policy, sample.ids.slice(0, t + 1)).logits, (x) => x / temperature);
+      const top = Math.max(...logits);
+      const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
+      return -logits.reduce((sum, x) => sum + Math.exp(x - logZ) * (x - logZ), 0);
+    });
+    expect(expected.filter((h) => h > 0)).toHaveLength(3);
+    entropies.forEach((h, t) => expect(h).toBeCloseTo(expected[t], 4));
+    disposeTensorWeights(policy);
   });
 });
 

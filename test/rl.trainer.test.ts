@@ -293,6 +293,29 @@ describe('PolicyTrainer', () => {
     penalised.dispose();
   });
 
+  it('with an entropy bonus, trains on a batch without an advantage and makes the policy less certain where it was sampled', async () => {
+    const weights = initWeights(config, 1);
+    const flat = batch.map((sample) => ({ ...sample, advantage: 0 }));
+    // The exact entropy of the policy's distributions at the batch's trained tokens.
+    const entropyOf = (trainer: PolicyTrainer) =>
+      tf.tidy(() => {
+        const { entropies, mask } = lossInputs(toTensorWeights(trainer.snapshot()), flat, TEMPERATURE, undefined, true);
+        return tf.div(tf.sum(tf.mul(entropies!, mask)), tf.sum(mask)).dataSync()[0];
+      });
+    const trainer = await create(weights, { loss: { temperature: TEMPERATURE, entropyBonus: 0.5 } });
+    const before = entropyOf(trainer);
+    const metrics = [trainer.trainBatch(flat), trainer.trainBatch(flat)];
+    const after = entropyOf(trainer);
+    trainer.dispose();
+    expect(metrics.map((m) => m.tokens > 0)).toEqual([true, true]);
+    // loss = -0.5 x the entropy of the trained tokens' distributions, nothing else.
+    expect(metrics[0].loss).toBeCloseTo(-0.5 * before, 3);
+    expect(after).toBeGreaterThan(before);
+    await expect(create(weights, { loss: { temperature: TEMPERATURE, entropyBonus: -1 } })).rejects.toThrow(
+      /entropyBonus must be a finite number >= 0, got -1/,
+    );
+  });
+
   it('rejects a maxUpdateKl that is not a positive number', async () => {
     await expect(create(initWeights(config, 1), { maxUpdateKl: 0 })).rejects.toThrow(/maxUpdateKl must be a finite number > 0, got 0/);
   });

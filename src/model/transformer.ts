@@ -65,18 +65,45 @@ export function tokenLogprobs(weights: TensorWeights, ids: readonly number[], te
  * tf.tidy or a gradient function.
  */
 export function targetLogprobs(weights: TensorWeights, ids: readonly number[], positions: readonly number[], temperature: number): tf.Tensor1D {
+  return targetScores(weights, ids, positions, temperature, false).logprobs;
+}
+
+/**
+ * `targetLogprobs`, and with `withEntropy` the entropy of the next-token distribution at each of
+ * `positions` (0 at the other targets), from the same forward pass:
+ *
+ *   H_t = -sum_v p_t(v) log p_t(v),   p_t = softmax(logits_t / temperature)
+ *
+ * Differentiable; call inside tf.tidy or a gradient function.
+ */
+export function targetScores(
+  weights: TensorWeights,
+  ids: readonly number[],
+  positions: readonly number[],
+  temperature: number,
+  withEntropy: boolean,
+): { logprobs: tf.Tensor1D; entropies?: tf.Tensor1D } {
   assertScorable(weights.config, ids, temperature);
   const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
   if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
   const { hidden } = forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions);
-  const picked = headLogprobs(
-    weights,
-    hidden,
-    positions.map((t) => ids[t + 1]),
-    temperature,
+  const distributions = headLogSoftmax(weights, hidden, temperature); // [K, V]
+  const picked = tf.sum(
+    tf.mul(
+      distributions,
+      oneHot(
+        positions.map((t) => ids[t + 1]),
+        weights.config.vocabSize,
+      ),
+    ),
+    1,
   ); // [K]
-  // [1, n-1] = picked^T S: picked[k] at positions[k], 0 elsewhere
-  return tf.reshape(tf.matMul(tf.reshape(picked, [1, positions.length]), oneHot(positions, ids.length - 1)), [ids.length - 1]);
+  // [1, n-1] = values^T S: values[k] at positions[k], 0 elsewhere
+  const S = oneHot(positions, ids.length - 1);
+  const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, positions.length]), S), [ids.length - 1]) as tf.Tensor1D;
+  if (!withEntropy) return { logprobs: atTargets(picked) };
+  const entropies = tf.neg(tf.sum(tf.mul(tf.exp(distributions), distributions), 1)); // [K]
+  return { logprobs: atTargets(picked), entropies: atTargets(entropies) };
 }
 
 /**
@@ -220,13 +247,17 @@ function forwardSequence(
   return { hidden, keys, values };
 }
 
+/** log softmax(hidden W_head / temperature) for each row of hidden [K, D] -> [K, V]. */
+function headLogSoftmax(weights: TensorWeights, hidden: tf.Tensor, temperature: number): tf.Tensor2D {
+  return tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature)) as tf.Tensor2D;
+}
+
 /**
  * log softmax(hidden W_head / temperature)[targets[k]] for each row k of hidden [K, D] -> [K]. The
  * target is picked with a one-hot mask: gather has no gradient on wasm.
  */
 function headLogprobs(weights: TensorWeights, hidden: tf.Tensor, targets: readonly number[], temperature: number): tf.Tensor1D {
-  const logprobs = tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature));
-  return tf.sum(tf.mul(logprobs, oneHot(targets, weights.config.vocabSize)), 1) as tf.Tensor1D;
+  return tf.sum(tf.mul(headLogSoftmax(weights, hidden, temperature), oneHot(targets, weights.config.vocabSize)), 1) as tf.Tensor1D;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, with an
- * optional KL penalty to a reference policy, over a minibatch padded to [B, T].
+ * optional KL penalty to a reference policy and an optional entropy bonus, over a minibatch padded
+ * to [B, T].
  *
  * Position t of row b is the sequence's target t + 1: logprobs[b, t] = log p(ids[t + 1] | ids[<= t]),
  * so a sequence of n tokens fills n - 1 positions (its first token has no logprob) and the rest of
@@ -8,7 +9,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../model/config';
-import { targetLogprobs, type TensorWeights } from '../model/transformer';
+import { targetScores, type TensorWeights } from '../model/transformer';
 
 export interface LossConfig {
   /** Clip range below 1: the ratio's floor is 1 - epsilon. */
@@ -20,12 +21,14 @@ export interface LossConfig {
   /** KL estimator for the penalty. */
   kl: 'k1' | 'k3';
   aggregation: 'token-mean' | 'sequence-mean-token-mean';
+  /** Weight of the policy's entropy at the trained tokens, subtracted from the loss; 0 turns it off. */
+  entropyBonus: number;
   /** Sampling temperature: tokens are scored under the distribution that sampled them. */
   temperature: number;
 }
 
 /** Why `config` is not usable, or undefined. */
-export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation, temperature }: LossConfig): string | undefined {
+export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, temperature }: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
   if (!(epsilonHigh > 0 && Number.isFinite(epsilonHigh))) return `epsilonHigh must be a finite number > 0, got ${epsilonHigh}`;
   if (!(beta >= 0 && Number.isFinite(beta))) return `beta must be a finite number >= 0, got ${beta}`;
@@ -33,6 +36,7 @@ export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation,
   if (aggregation !== 'token-mean' && aggregation !== 'sequence-mean-token-mean') {
     return `aggregation must be token-mean or sequence-mean-token-mean, got ${JSON.stringify(aggregation)}`;
   }
+  if (!(entropyBonus >= 0 && Number.isFinite(entropyBonus))) return `entropyBonus must be a finite number >= 0, got ${entropyBonus}`;
   if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
   return undefined;
 }
@@ -100,11 +104,12 @@ function assertEach<T>(items: readonly T[], problemOf: (item: T) => string | und
 
 /**
  * [B, T] policy logprobs of each sequence's trained targets (differentiable; 0 at the others) and
- * their loss mask.
+ * their loss mask; when asked for, the entropies of the policy's distributions there too.
  */
 export interface MaskedLogprobs {
   logprobs: tf.Tensor2D;
   mask: tf.Tensor2D;
+  entropies?: tf.Tensor2D;
 }
 
 export interface LossInputs extends MaskedLogprobs {
@@ -122,19 +127,25 @@ export interface LossInputs extends MaskedLogprobs {
  * reads), and pads the per-target logprobs and mask to [B, T]; a sequence that recurs gets the
  * same row again (its gradient is the sum of theirs). Call inside tf.tidy or a gradient function.
  */
-export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number): MaskedLogprobs {
+export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number, withEntropy = false): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
-  const rows = parts.map(([{ ids, lossMask }]) => tf.pad(targetLogprobs(policy, ids, trainedTargets(lossMask), temperature), [[0, width - (ids.length - 1)]]));
+  const scores = parts.map(([{ ids, lossMask }]) => {
+    const pad = (row: tf.Tensor1D) => tf.pad(row, [[0, width - (ids.length - 1)]]);
+    const { logprobs, entropies } = targetScores(policy, ids, trainedTargets(lossMask), temperature, withEntropy);
+    return { logprobs: pad(logprobs), entropies: entropies && pad(entropies) };
+  });
   // Stacked row by row (wasm has no gradient kernel for gather).
-  const rowOf = new Map(parts.flatMap((part, row) => part.map((sequence) => [sequence, rows[row]] as const)));
+  const partOf = new Map(parts.flatMap((part, row) => part.map((sequence) => [sequence, row] as const)));
+  const stacked = (rowOf: (part: number) => tf.Tensor) => tf.stack(sequences.map((sequence) => rowOf(partOf.get(sequence)!))) as tf.Tensor2D;
   return {
-    logprobs: tf.stack(sequences.map((sequence) => rowOf.get(sequence)!)) as tf.Tensor2D,
+    logprobs: stacked((part) => scores[part].logprobs),
     mask: paddedTargets(
       sequences.map(({ lossMask }) => lossMask),
       width,
     ),
+    ...(withEntropy ? { entropies: stacked((part) => scores[part].entropies!) } : {}),
   };
 }
 
@@ -169,13 +180,15 @@ export function lossInputs(
   samples: readonly TrainingSample[],
   temperature: number,
   refLogprobs?: readonly ArrayLike<number>[],
+  withEntropy = false,
 ): LossInputs {
   assertTrainingSamples(samples, policy.config);
-  const { logprobs, mask } = maskedLogprobs(policy, samples, temperature);
+  const { logprobs, mask, entropies } = maskedLogprobs(policy, samples, temperature, withEntropy);
   const width = logprobs.shape[1];
   const inputs: LossInputs = {
     logprobs,
     mask,
+    ...(entropies ? { entropies } : {}),
     behaviourLogprobs: paddedTargets(
       samples.map(({ behaviourLogprobs }) => behaviourLogprobs),
       width,
@@ -222,8 +235,8 @@ export interface LossResult {
 
 /** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
 export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
-  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs } = inputs;
-  const { epsilon, epsilonHigh, beta, kl, aggregation } = config;
+  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies } = inputs;
+  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus } = config;
   const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
 
   // Importance ratio of the trained policy to the sampling one, per token:
@@ -248,6 +261,15 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
     const klPerToken = kl === 'k1' ? tf.neg(d) : tf.sub(tf.sub(tf.exp(d), d), 1);
     perToken = tf.add(perToken, tf.mul(klPerToken, beta));
     refKl = maskedMean(klPerToken, mask);
+  }
+
+  // Entropy bonus: l -= c * H, per token, with H the entropy of the policy's next-token
+  // distribution where the token was drawn. It keeps the policy sampling alternatives: one that
+  // plays every state the same way makes every group all-solved or all-failed, which leaves GRPO
+  // nothing to compare (and the mixed-outcome filter nothing to train).
+  if (entropyBonus > 0) {
+    if (!entropies) throw new Error('policyLoss: entropyBonus > 0 needs the policy entropies (lossInputs withEntropy)');
+    perToken = tf.sub(perToken, tf.mul(entropies, entropyBonus));
   }
 
   const loss = aggregate(perToken, mask, aggregation);

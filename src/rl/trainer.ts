@@ -209,17 +209,18 @@ export class PolicyTrainer {
    * importance ratio and its clipping are for).
    *
    * A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
-   * and no gradient unless a KL penalty pulls toward the reference; it takes no Adam step, since
-   * Adam's momentum alone would still move the policy, on no evidence.
+   * and no gradient unless a KL penalty pulls toward the reference or an entropy bonus away from
+   * certainty; without either it takes no Adam step, since Adam's momentum alone would still move
+   * the policy, on no evidence.
    */
   trainBatch(samples: readonly TrainingSample[]): TrainMetrics {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
-    if (this.lossConfig.beta === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
+    if (this.lossConfig.beta === 0 && this.lossConfig.entropyBonus === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();
-    const { temperature, aggregation } = this.lossConfig;
+    const { temperature, aggregation, entropyBonus } = this.lossConfig;
     const timings = { forwardBackwardMs: 0, optimizerMs: 0 };
     let lossSum = 0;
     let gradNormSum = 0;
@@ -237,7 +238,7 @@ export class PolicyTrainer {
         const parts = minibatchParts[index];
         const refLogprobs = this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (part, i) => {
-          const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]));
+          const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]), entropyBonus > 0);
           // Every row of a part holds the same logprobs: the first serves the trust region.
           if (before && index === 0) before.logprobs.push((inputs.logprobs.dataSync() as Float32Array).slice(0, inputs.logprobs.shape[1]));
           const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
