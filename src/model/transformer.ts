@@ -87,22 +87,17 @@ export function targetScores(
   const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
   if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
   const { hidden } = forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions);
-  const distributions = headLogSoftmax(weights, hidden, temperature); // [K, V]
-  const picked = tf.sum(
-    tf.mul(
-      distributions,
-      oneHot(
-        positions.map((t) => ids[t + 1]),
-        weights.config.vocabSize,
-      ),
-    ),
-    1,
+  const logp = headLogSoftmax(weights, hidden, temperature); // [K, V]: log p_k(v)
+  const picked = pickTargets(
+    logp,
+    positions.map((t) => ids[t + 1]),
+    weights.config.vocabSize,
   ); // [K]
   // [1, n-1] = values^T S: values[k] at positions[k], 0 elsewhere
   const S = oneHot(positions, ids.length - 1);
   const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, positions.length]), S), [ids.length - 1]) as tf.Tensor1D;
   if (!withEntropy) return { logprobs: atTargets(picked) };
-  const entropies = tf.neg(tf.sum(tf.mul(tf.exp(distributions), distributions), 1)); // [K]
+  const entropies = tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1)); // [K]
   return { logprobs: atTargets(picked), entropies: atTargets(entropies) };
 }
 
@@ -252,12 +247,14 @@ function headLogSoftmax(weights: TensorWeights, hidden: tf.Tensor, temperature: 
   return tf.logSoftmax(tf.div(tf.matMul(hidden, param(weights, 'head')), temperature)) as tf.Tensor2D;
 }
 
-/**
- * log softmax(hidden W_head / temperature)[targets[k]] for each row k of hidden [K, D] -> [K]. The
- * target is picked with a one-hot mask: gather has no gradient on wasm.
- */
+/** log softmax(hidden W_head / temperature)[targets[k]] for each row k of hidden [K, D] -> [K]. */
 function headLogprobs(weights: TensorWeights, hidden: tf.Tensor, targets: readonly number[], temperature: number): tf.Tensor1D {
-  return tf.sum(tf.mul(headLogSoftmax(weights, hidden, temperature), oneHot(targets, weights.config.vocabSize)), 1) as tf.Tensor1D;
+  return pickTargets(headLogSoftmax(weights, hidden, temperature), targets, weights.config.vocabSize);
+}
+
+/** Row k's value at column targets[k] of [K, V] -> [K], picked with a one-hot mask: gather has no gradient on wasm. */
+function pickTargets(rows: tf.Tensor2D, targets: readonly number[], vocabSize: number): tf.Tensor1D {
+  return tf.sum(tf.mul(rows, oneHot(targets, vocabSize)), 1) as tf.Tensor1D;
 }
 
 /**
