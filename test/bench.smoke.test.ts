@@ -87,6 +87,21 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(moves).toMatch(/^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d/m);
   });
 
+  test('npm run bench:hole-reading, and its refusal of an unknown model setting', async () => {
+    const output = await expectSuccess(
+      'holeReading',
+      ['--steps', '2', '--every', '1', '--batch', '4', '--warmup-steps', '1', '--model', '{"dModel":32}'],
+      60_000,
+    );
+    expect(output).toMatch(/model \{"vocabSize":\d+,"dModel":32,/);
+    expect(output).toMatch(/over 200 turns beside one \(a uniform legal move: 0\.\d{3}\)/);
+    for (const step of [0, 1, 2]) expect(output).toMatch(new RegExp(`^step ${step}: 0\\.\\d{3} \\(\\d+ s\\)$`, 'm'));
+
+    const refused = await runScript('holeReading', ['--model', '{"dmodel":32}'], 60_000);
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain('--model: (model): Unrecognized key: "dmodel"');
+  });
+
   test('npm run bench:storage', async () => {
     const output = await expectSuccess('storage', ['--turns', '24'], 60_000);
     expect(output).toMatch(new RegExp(`^ +1 +${NUMBER} /s +${NUMBER} /s +durable is ${NUMBER}x slower`, 'm'));

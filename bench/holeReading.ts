@@ -1,0 +1,188 @@
+/**
+ * How fast the embedded model learns to read the holes of a random FrozenLake map when it is told
+ * the answer. A random-map run must learn this by RL (docs/learning-benchmarks.md); this measures
+ * the same skill under supervision, in a minute instead of a 10-minute run, so a change of the
+ * model, its warm-up or its prompt can be judged here first.
+ *
+ * From the run config's model (and its format warm-up, as the trainer worker runs it), supervised
+ * steps on single turns next to a visible hole, each answered with a uniformly random move that
+ * stays on the map and out of the holes. Every `--every` steps it prints the share of the policy's
+ * first-token probability, among the legal moves, that goes to moves into a visible hole, over a
+ * fixed set of such turns on other maps (0 reads the holes perfectly; a policy blind to them scores
+ * what a uniform legal move scores, printed first).
+ *
+ *   npm run build && node dist/bench/holeReading.js [--config FILE] [--steps 100] [--batch 32]
+ *     [--learning-rate 3e-3] [--warmup-steps N] [--model '{"dModel":128}'] [--every 10]
+ */
+import { parseArgs } from 'node:util';
+import { ModelConfigSchema, type RunConfig } from '../config/schema';
+import { createRng, type Rng } from '../src/core/random';
+import { encode, renderConversationStart, SPECIAL_TOKENS } from '../src/core/tokenizer';
+import { ACTION_NAMES, FrozenLake, MOVES, type FrozenLakeObservation } from '../src/envs/frozenlake';
+import { legalMoves } from '../src/agents/frozenlakeAgent';
+import { modelConfig } from '../src/model/config';
+import { disposeTensorWeights, prefill, toTensorWeights } from '../src/model/transformer';
+import { initWeights } from '../src/model/weights';
+import { createAgent, createEnvironment } from '../src/plugins/registry';
+import { runFormatWarmup } from '../src/rl/formatWarmup';
+import type { MaskedSequence } from '../src/rl/loss';
+import { PolicyTrainer, trainerSettings } from '../src/rl/trainer';
+import { loadRunConfig } from '../src/runConfig';
+
+const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
+/** Turns the policy is measured on: enough that one measurement moves by ~0.01, not more. */
+const PROBE_TURNS = 200;
+/** Seeds of the measured turns and of each step's training turns: separate streams. */
+const PROBE_SEED = 12345;
+const TRAIN_SEED = 1000;
+
+interface Options {
+  config: string;
+  steps: number;
+  batch: number;
+  learningRate: number;
+  warmupSteps?: number;
+  model: Record<string, unknown>;
+  every: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string', default: DEFAULT_CONFIG },
+      steps: { type: 'string', default: '100' },
+      batch: { type: 'string', default: '32' },
+      'learning-rate': { type: 'string', default: '3e-3' },
+      'warmup-steps': { type: 'string' },
+      model: { type: 'string', default: '{}' },
+      every: { type: 'string', default: '10' },
+    },
+  });
+  const count = (name: string, text: string, min: number) => {
+    const value = Number(text);
+    if (!(Number.isSafeInteger(value) && value >= min)) throw new Error(`--${name} must be an integer >= ${min}, got ${text}`);
+    return value;
+  };
+  const learningRate = Number(values['learning-rate']);
+  if (!(Number.isFinite(learningRate) && learningRate > 0)) throw new Error(`--learning-rate must be a number > 0, got ${values['learning-rate']}`);
+  let model: unknown;
+  try {
+    model = JSON.parse(values.model);
+  } catch (err) {
+    throw new Error(`--model must be a JSON object of model settings, e.g. '{"dModel":128}': ${(err as Error).message}`, { cause: err });
+  }
+  if (typeof model !== 'object' || model === null || Array.isArray(model)) throw new Error(`--model must be a JSON object, got ${values.model}`);
+  return {
+    config: values.config,
+    steps: count('steps', values.steps, 0),
+    batch: count('batch', values.batch, 1),
+    learningRate,
+    ...(values['warmup-steps'] === undefined ? {} : { warmupSteps: count('warmup-steps', values['warmup-steps'], 0) }),
+    model: model as Record<string, unknown>,
+    every: count('every', values.every, 1),
+  };
+}
+
+/** A turn next to a visible hole, as the run's agent shows it, and which legal moves fall in. */
+interface HoleTurn {
+  promptIds: number[];
+  legal: number[];
+  intoHole: number[];
+}
+
+/**
+ * `count` turns on random training-pool maps, the player on a frozen cell with a hole beside it
+ * and some legal move that is not a hole.
+ */
+function holeTurns(config: RunConfig, count: number, rng: Rng): HoleTurn[] {
+  const turns: HoleTurn[] = [];
+  while (turns.length < count) {
+    const env = createEnvironment(config.env, Math.floor(rng() * 2 ** 31), 'train');
+    if (!(env instanceof FrozenLake) || env.options.map !== 'random')
+      throw new Error(`holeReading needs env frozenlake with map: random, got ${config.env.name}`);
+    const agent = createAgent(config.agent, env);
+    const size = env.options.size;
+    const row = Math.floor(rng() * size);
+    const col = Math.floor(rng() * size);
+    if (!'FS'.includes(env.grid[row][col])) continue;
+    const observation: FrozenLakeObservation = { grid: [...env.grid], row, col, size, steps: 0 };
+    const legal = legalMoves(observation);
+    const intoHole = legal.filter((move) => env.grid[row + MOVES[move][0]][col + MOVES[move][1]] === 'H');
+    if (intoHole.length === 0 || intoHole.length === legal.length) continue;
+    // Without history every turn is a fresh context, exactly what an episode's first turn shows.
+    turns.push({ promptIds: renderConversationStart(agent.begin(observation).messages), legal, intoHole });
+  }
+  return turns;
+}
+
+/** Mean over `turns` of the policy's first-token probability on moves into a hole, among the legal moves. */
+function holeShare(trainer: PolicyTrainer, turns: readonly HoleTurn[]): number {
+  const firstTokens = ACTION_NAMES.map((name) => encode(name)[0]);
+  const weights = toTensorWeights(trainer.checkpoint().weights);
+  try {
+    let sum = 0;
+    for (const turn of turns) {
+      const { logits } = prefill(weights, turn.promptIds);
+      const top = Math.max(...logits);
+      const p = firstTokens.map((id) => Math.exp(logits[id] - top));
+      const mass = (moves: number[]) => moves.reduce((total, move) => total + p[move], 0);
+      sum += mass(turn.intoHole) / mass(turn.legal);
+    }
+    return sum / turns.length;
+  } finally {
+    disposeTensorWeights(weights);
+  }
+}
+
+/** One supervised example per turn: the prompt, then a uniformly random safe move (trained). */
+function safeMoveSamples(turns: readonly HoleTurn[], rng: Rng): MaskedSequence[] {
+  return turns.map(({ promptIds, legal, intoHole }) => {
+    const safe = legal.filter((move) => !intoHole.includes(move));
+    const answer = [...encode(ACTION_NAMES[safe[Math.floor(rng() * safe.length)]]), SPECIAL_TOKENS.end];
+    return { ids: [...promptIds, ...answer], lossMask: [...promptIds.map(() => 0), ...answer.map(() => 1)] };
+  });
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const config = loadRunConfig(options.config);
+  if (config.model.path !== undefined) throw new Error(`${options.config}: holeReading measures the embedded model; this config names a real one (model.path)`);
+  const parsed = ModelConfigSchema.safeParse({ ...config.model, ...options.model });
+  if (!parsed.success) throw new Error(`--model: ${parsed.error.issues.map((issue) => `${issue.path.join('.') || '(model)'}: ${issue.message}`).join('; ')}`);
+  const { seed, checkpoint: _checkpoint, path: _path, ...architecture } = parsed.data;
+  const model = modelConfig(architecture);
+  const warmupSteps = options.warmupSteps ?? config.trainer.formatWarmupSteps;
+  const started = Date.now();
+  const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
+
+  const settings = trainerSettings(config.trainer, config.sampling.temperature);
+  const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights: initWeights(model, seed) });
+  await runFormatWarmup(trainer, {
+    steps: warmupSteps,
+    learningRate: config.trainer.formatWarmupLearningRate,
+    seed: config.run.seed,
+    env: config.env,
+    agent: config.agent,
+  });
+  trainer.resetOptimizer();
+
+  const probe = holeTurns(config, PROBE_TURNS, createRng(PROBE_SEED));
+  const uniform = probe.reduce((sum, turn) => sum + turn.intoHole.length / turn.legal.length, 0) / probe.length;
+  console.log(
+    `${options.config}: model ${JSON.stringify(model)}; warm-up ${warmupSteps} steps; then ${options.steps} supervised steps of ${options.batch} turns at ${options.learningRate}`,
+  );
+  console.log(`share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`);
+  console.log(`step 0: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
+  const trainRng = createRng(TRAIN_SEED);
+  for (let step = 1; step <= options.steps; step++) {
+    trainer.supervisedStep(safeMoveSamples(holeTurns(config, options.batch, trainRng), trainRng), { learningRate: options.learningRate });
+    if (step % options.every === 0 || step === options.steps) console.log(`step ${step}: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
+  }
+  trainer.dispose();
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});
