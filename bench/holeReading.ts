@@ -4,7 +4,8 @@
  * the same skill under supervision, in a minute instead of a 10-minute run, so a change of the
  * model, its warm-up or its prompt can be judged here first.
  *
- * From the run config's model (and its format warm-up, as the trainer worker runs it), supervised
+ * From the run config's model after a format warm-up of the config's length and rate (its
+ * episodes seeded by the run seed, so not the very ones a run's trainer worker plays), supervised
  * steps on single turns next to a visible hole, each answered with a uniformly random move that
  * stays on the map and out of the holes. Every `--every` steps it prints the share of the policy's
  * first-token probability, among the legal moves, that goes to moves into a visible hole, over a
