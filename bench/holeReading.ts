@@ -17,6 +17,7 @@
  */
 import { parseArgs } from 'node:util';
 import { ModelConfigSchema, type RunConfig } from '../config/schema';
+import { describeIssuesInline } from '../src/core/issues';
 import { createRng, type Rng } from '../src/core/random';
 import { encode, renderConversationStart, SPECIAL_TOKENS } from '../src/core/tokenizer';
 import { ACTION_NAMES, FrozenLake, MOVES, type FrozenLakeObservation } from '../src/envs/frozenlake';
@@ -150,7 +151,7 @@ async function main(): Promise<void> {
   const config = loadRunConfig(options.config);
   if (config.model.path !== undefined) throw new Error(`${options.config}: holeReading measures the embedded model; this config names a real one (model.path)`);
   const parsed = ModelConfigSchema.safeParse({ ...config.model, ...options.model });
-  if (!parsed.success) throw new Error(`--model: ${parsed.error.issues.map((issue) => `${issue.path.join('.') || '(model)'}: ${issue.message}`).join('; ')}`);
+  if (!parsed.success) throw new Error(`--model: ${describeIssuesInline(parsed.error.issues, '(model)')}`);
   const { seed, checkpoint: _checkpoint, path: _path, ...architecture } = parsed.data;
   const model = modelConfig(architecture);
   const warmupSteps = options.warmupSteps ?? config.trainer.formatWarmupSteps;
