@@ -10,10 +10,12 @@
  * stays on the map and out of the holes. Every `--every` steps it prints the share of the policy's
  * first-token probability, among the legal moves, that goes to moves into a visible hole, over a
  * fixed set of such turns on other maps (0 reads the holes perfectly; a policy blind to them scores
- * what a uniform legal move scores, printed first).
+ * what a uniform legal move scores, printed first). `--maps-per-step N` draws each step's turns from
+ * N maps, as a train step of N groups sees them (one map per group), instead of a map per turn.
  *
  *   npm run build && node dist/bench/holeReading.js [--config FILE] [--steps 100] [--batch 32]
  *     [--learning-rate 3e-3] [--warmup-steps N] [--model '{"dModel":128}'] [--every 10]
+ *     [--maps-per-step N] [--train-seed 1000]
  */
 import { parseArgs } from 'node:util';
 import { ModelConfigSchema, type RunConfig } from '../config/schema';
@@ -34,9 +36,8 @@ import { loadRunConfig } from '../src/runConfig';
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
 /** Turns the policy is measured on: enough that one measurement moves by ~0.01, not more. */
 const PROBE_TURNS = 200;
-/** Seeds of the measured turns and of each step's training turns: separate streams. */
+/** Seed of the measured turns, apart from the training turns' (`--train-seed`). */
 const PROBE_SEED = 12345;
-const TRAIN_SEED = 1000;
 
 interface Options {
   config: string;
@@ -46,6 +47,13 @@ interface Options {
   warmupSteps?: number;
   model: Record<string, unknown>;
   every: number;
+  /** The maps a step's turns come from (a train step of N groups sees N maps); unset: one map per turn. */
+  mapsPerStep?: number;
+  /**
+   * Seeds the training turns and their answers. Two seeds of one setting differ by up to ~0.1 at
+   * step 100 (README), so compare settings over several.
+   */
+  trainSeed: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -59,6 +67,8 @@ function parseOptions(argv: string[]): Options {
       'warmup-steps': { type: 'string' },
       model: { type: 'string', default: '{}' },
       every: { type: 'string', default: '10' },
+      'maps-per-step': { type: 'string' },
+      'train-seed': { type: 'string', default: '1000' },
     },
   });
   const count = (name: string, text: string, min: number) => {
@@ -83,6 +93,8 @@ function parseOptions(argv: string[]): Options {
     ...(values['warmup-steps'] === undefined ? {} : { warmupSteps: count('warmup-steps', values['warmup-steps'], 0) }),
     model: model as Record<string, unknown>,
     every: count('every', values.every, 1),
+    trainSeed: count('train-seed', values['train-seed'], 0),
+    ...(values['maps-per-step'] === undefined ? {} : { mapsPerStep: count('maps-per-step', values['maps-per-step'], 1) }),
   };
 }
 
@@ -93,27 +105,48 @@ interface HoleTurn {
   intoHole: number[];
 }
 
+/** A fresh random map of the training pool, as the run's environment draws it. */
+function randomMap(config: RunConfig, rng: Rng): FrozenLake {
+  const env = createEnvironment(config.env, Math.floor(rng() * 2 ** 31), 'train');
+  if (!(env instanceof FrozenLake) || env.options.map !== 'random')
+    throw new Error(`holeReading needs env frozenlake with map: random, got ${config.env.name}`);
+  return env;
+}
+
 /**
- * `count` turns on random training-pool maps, the player on a frozen cell with a hole beside it
- * and some legal move that is not a hole.
+ * A random cell of `env` as a turn, if it is a frozen cell with a hole beside it and some legal move
+ * that is not a hole.
  */
-function holeTurns(config: RunConfig, count: number, rng: Rng): HoleTurn[] {
+function turnBesideHole(config: RunConfig, env: FrozenLake, rng: Rng): HoleTurn | undefined {
+  const size = env.options.size;
+  const row = Math.floor(rng() * size);
+  const col = Math.floor(rng() * size);
+  if (!'FS'.includes(env.grid[row][col])) return undefined;
+  const observation: FrozenLakeObservation = { grid: [...env.grid], row, col, size, steps: 0 };
+  const legal = legalMoves(observation);
+  const intoHole = legal.filter((move) => env.grid[row + MOVES[move][0]][col + MOVES[move][1]] === 'H');
+  if (intoHole.length === 0 || intoHole.length === legal.length) return undefined;
+  // Without history every turn is a fresh context, exactly what an episode's first turn shows.
+  return { promptIds: renderConversationStart(createAgent(config.agent, env).begin(observation).messages), legal, intoHole };
+}
+
+/** Cells tried on one of a step's maps before it is given up as having no turn beside a hole. */
+const TRIES_PER_MAP = 100;
+
+/**
+ * `count` turns beside a hole on random training-pool maps: each on a map of its own, or, given
+ * `maps`, taken in turn from that many maps, as a train step of that many groups sees them.
+ */
+function holeTurns(config: RunConfig, count: number, rng: Rng, maps?: number): HoleTurn[] {
+  const stepMaps: FrozenLake[] = [];
   const turns: HoleTurn[] = [];
+  let misses = 0;
   while (turns.length < count) {
-    const env = createEnvironment(config.env, Math.floor(rng() * 2 ** 31), 'train');
-    if (!(env instanceof FrozenLake) || env.options.map !== 'random')
-      throw new Error(`holeReading needs env frozenlake with map: random, got ${config.env.name}`);
-    const agent = createAgent(config.agent, env);
-    const size = env.options.size;
-    const row = Math.floor(rng() * size);
-    const col = Math.floor(rng() * size);
-    if (!'FS'.includes(env.grid[row][col])) continue;
-    const observation: FrozenLakeObservation = { grid: [...env.grid], row, col, size, steps: 0 };
-    const legal = legalMoves(observation);
-    const intoHole = legal.filter((move) => env.grid[row + MOVES[move][0]][col + MOVES[move][1]] === 'H');
-    if (intoHole.length === 0 || intoHole.length === legal.length) continue;
-    // Without history every turn is a fresh context, exactly what an episode's first turn shows.
-    turns.push({ promptIds: renderConversationStart(agent.begin(observation).messages), legal, intoHole });
+    const slot = turns.length % (maps ?? 1);
+    const env = maps === undefined ? randomMap(config, rng) : (stepMaps[slot] ??= randomMap(config, rng));
+    const turn = turnBesideHole(config, env, rng);
+    if (turn) turns.push(turn);
+    else if (maps !== undefined && ++misses % TRIES_PER_MAP === 0) stepMaps[slot] = randomMap(config, rng);
   }
   return turns;
 }
@@ -172,13 +205,13 @@ async function main(): Promise<void> {
   const probe = holeTurns(config, PROBE_TURNS, createRng(PROBE_SEED));
   const uniform = probe.reduce((sum, turn) => sum + turn.intoHole.length / turn.legal.length, 0) / probe.length;
   console.log(
-    `${options.config}: model ${JSON.stringify(model)}; warm-up ${warmupSteps} steps; then ${options.steps} supervised steps of ${options.batch} turns at ${options.learningRate}`,
+    `${options.config}: model ${JSON.stringify(model)}; warm-up ${warmupSteps} steps; then ${options.steps} supervised steps of ${options.batch} turns (${options.mapsPerStep === undefined ? 'a map each' : `from ${options.mapsPerStep} maps`}) at ${options.learningRate}, training seed ${options.trainSeed}`,
   );
   console.log(`share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`);
   console.log(`step 0: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
-  const trainRng = createRng(TRAIN_SEED);
+  const trainRng = createRng(options.trainSeed);
   for (let step = 1; step <= options.steps; step++) {
-    trainer.supervisedStep(safeMoveSamples(holeTurns(config, options.batch, trainRng), trainRng), { learningRate: options.learningRate });
+    trainer.supervisedStep(safeMoveSamples(holeTurns(config, options.batch, trainRng, options.mapsPerStep), trainRng), { learningRate: options.learningRate });
     if (step % options.every === 0 || step === options.steps) console.log(`step ${step}: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
   }
   trainer.dispose();

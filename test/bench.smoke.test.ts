@@ -90,10 +90,11 @@ describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench:hole-reading, and its refusal of an unknown model setting', async () => {
     const output = await expectSuccess(
       'holeReading',
-      ['--steps', '2', '--every', '1', '--batch', '4', '--warmup-steps', '1', '--model', '{"dModel":32}'],
+      ['--steps', '2', '--every', '1', '--batch', '4', '--maps-per-step', '2', '--warmup-steps', '1', '--model', '{"dModel":32}'],
       60_000,
     );
     expect(output).toMatch(/model \{"vocabSize":\d+,"dModel":32,/);
+    expect(output).toContain('supervised steps of 4 turns (from 2 maps)');
     expect(output).toMatch(/over 200 turns beside one \(a uniform legal move: 0\.\d{3}\)/);
     for (const step of [0, 1, 2]) expect(output).toMatch(new RegExp(`^step ${step}: 0\\.\\d{3} \\(\\d+ s\\)$`, 'm'));
 
