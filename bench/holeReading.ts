@@ -50,8 +50,8 @@ interface Options {
   /** The maps a step's turns come from (a train step of N groups sees N maps); unset: one map per turn. */
   mapsPerStep?: number;
   /**
-   * Seeds the training turns and their answers. Two seeds of one setting differ by up to ~0.1 at
-   * step 100 (README), so compare settings over several.
+   * Seeds the training turns and their answers. Two streams of one setting ended 0.08 apart at
+   * step 100 (docs/learning-benchmarks.md), so compare settings over several.
    */
   trainSeed: number;
 }
