@@ -130,7 +130,7 @@ function turnBesideHole(config: RunConfig, env: FrozenLake, rng: Rng): HoleTurn 
   return { promptIds: renderConversationStart(createAgent(config.agent, env).begin(observation).messages), legal, intoHole };
 }
 
-/** Cells tried on one of a step's maps before it is given up as having no turn beside a hole. */
+/** Every this many cells tried in vain, the map of the turn being drawn is given up for a new one (it may have no turn beside a hole). */
 const TRIES_PER_MAP = 100;
 
 /**
