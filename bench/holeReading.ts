@@ -50,8 +50,8 @@ interface Options {
   /** The maps a step's turns come from (a train step of N groups sees N maps); unset: one map per turn. */
   mapsPerStep?: number;
   /**
-   * Seeds the training turns and their answers. Two streams of one setting ended 0.08 apart at
-   * step 100 (docs/learning-benchmarks.md), so compare settings over several.
+   * Seeds the training turns and their answers. Three streams of one setting ranged from 0.070
+   * to 0.165 at step 75 (docs/learning-benchmarks.md), so compare settings over several.
    */
   trainSeed: number;
 }
