@@ -238,7 +238,8 @@ deployment
     await withClient(opts.config, async (client) => {
       const s = await deploymentStatus(client, taskQueuePrefixOf(opts.config));
       const builds = s.versions.map((v) => `  ${v.buildId}: ${v.status}`);
-      process.stdout.write(`${[`worker deployment ${s.deploymentName}: current build ${s.currentBuildId ?? '(none)'}`, ...builds].join('\n')}\n`);
+      const routing = s.routingInProgress ? ' (not yet routed by every task queue)' : '';
+      process.stdout.write(`${[`worker deployment ${s.deploymentName}: current build ${s.currentBuildId ?? '(none)'}${routing}`, ...builds].join('\n')}\n`);
     });
   });
 

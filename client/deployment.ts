@@ -12,10 +12,15 @@ import { deploymentNameFor, taskQueuesFor } from '../workers/taskQueues';
 
 /** How long a build's workers may take to be registered with the deployment after they first poll. */
 const REGISTRATION_TIMEOUT_MS = 30_000;
+/** How long a new current build may take to reach every task queue partition. */
+const ROUTING_TIMEOUT_MS = 30_000;
 const RETRY_MS = 250;
 
 const GRPC_NOT_FOUND = 5;
 const GRPC_FAILED_PRECONDITION = 9;
+
+/** `temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS` */
+const ROUTING_IN_PROGRESS = 1;
 
 /** `temporal.api.enums.v1.WorkerDeploymentVersionStatus`, by number. */
 const VERSION_STATUS = ['unspecified', 'inactive', 'current', 'ramping', 'draining', 'drained', 'created'] as const;
@@ -50,7 +55,8 @@ function grpcCode(err: unknown): number | undefined {
 /**
  * Makes `buildId` the current version of the deployment of `taskQueuePrefix`: runs started from
  * now on run on it, runs already started stay on theirs. A build whose workers were just started
- * is waited for until it is registered and polls every task queue the current build polls.
+ * is waited for until it is registered and polls every task queue the current build polls; the
+ * switch is waited for until every task queue routes by it.
  */
 export async function setCurrentBuild(client: Client, taskQueuePrefix: string, buildId: string, options: SetCurrentOptions = {}): Promise<BuildSwitch> {
   const deploymentName = deploymentNameFor(taskQueuePrefix);
@@ -64,8 +70,10 @@ export async function setCurrentBuild(client: Client, taskQueuePrefix: string, b
         identity: client.options.identity,
         ignoreMissingTaskQueues: options.ignoreMissingTaskQueues ?? false,
       });
+      await waitForRouting(client, taskQueuePrefix, buildId);
       return { deploymentName, buildId, previousBuildId: response.previousDeploymentVersion?.buildId || undefined };
     } catch (err) {
+      if (err instanceof DeploymentError) throw err;
       const code = grpcCode(err);
       if ((code !== GRPC_NOT_FOUND && code !== GRPC_FAILED_PRECONDITION) || Date.now() > deadline) {
         const hint =
@@ -81,9 +89,33 @@ export async function setCurrentBuild(client: Client, taskQueuePrefix: string, b
   }
 }
 
+/**
+ * Resolves once every task queue (and each partition) of the deployment routes by the new current
+ * build: until then a run started now may still be dispatched to, and pinned on, the build that
+ * was current before.
+ */
+async function waitForRouting(client: Client, taskQueuePrefix: string, buildId: string): Promise<void> {
+  const deadline = Date.now() + ROUTING_TIMEOUT_MS;
+  for (;;) {
+    const status = await deploymentStatus(client, taskQueuePrefix);
+    if (status.currentBuildId !== buildId)
+      throw new DeploymentError(
+        `build ${status.currentBuildId ?? '(none)'} was made current in worker deployment ${status.deploymentName} while build ${buildId} was being made current`,
+      );
+    if (!status.routingInProgress) return;
+    if (Date.now() > deadline)
+      throw new DeploymentError(
+        `build ${buildId} is current in worker deployment ${status.deploymentName}, but not every task queue routes by it after ${ROUTING_TIMEOUT_MS / 1000} s`,
+      );
+    await sleep(RETRY_MS);
+  }
+}
+
 export interface DeploymentStatus {
   deploymentName: string;
   currentBuildId?: string;
+  /** The current build is not yet what every task queue routes by (servers older than the field never say so). */
+  routingInProgress: boolean;
   versions: { buildId: string; status: (typeof VERSION_STATUS)[number] }[];
 }
 
@@ -97,12 +129,13 @@ export async function deploymentStatus(client: Client, taskQueuePrefix: string):
       deploymentName,
     }));
   } catch (err) {
-    if (grpcCode(err) === GRPC_NOT_FOUND) return { deploymentName, versions: [] };
+    if (grpcCode(err) === GRPC_NOT_FOUND) return { deploymentName, routingInProgress: false, versions: [] };
     throw err;
   }
   return {
     deploymentName,
     currentBuildId: info?.routingConfig?.currentDeploymentVersion?.buildId || undefined,
+    routingInProgress: info?.routingConfigUpdateState === ROUTING_IN_PROGRESS,
     versions: (info?.versionSummaries ?? []).map((v) => ({
       buildId: v.deploymentVersion?.buildId ?? '?',
       status: VERSION_STATUS[v.status ?? 0] ?? 'unspecified',

@@ -96,6 +96,8 @@ describe('versioned worker deployments', () => {
 
       buildB = await startBuild(BUILD_B);
       expect((await setCurrentBuild(client, prefix, BUILD_B)).previousBuildId).toBe(BUILD_A);
+      // Run B must not start while some workflow queue partition still routes to build A.
+      expect(await deploymentStatus(client, prefix)).toMatchObject({ currentBuildId: BUILD_B, routingInProgress: false });
       const runB = await client.workflow.start(trainingWorkflow, trainingStart(config, 'versioned-run-b'));
       await runA.executeUpdate(resumeUpdate);
 
