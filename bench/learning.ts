@@ -12,7 +12,9 @@
  *   - when each level settled: from where on it held to the end ("reaches it and stays there"),
  *     which a run that first touched a level and dipped below it reaches later.
  *
- *   npm run bench:learning -- --config config/examples/frozenlake-train.yaml --seeds 1,2,3 --repeats 2 [--steps N]
+ *   npm run bench:learning -- --config config/examples/frozenlake-train.yaml --seeds 1,2,3 --repeats 2 [--steps N] [--minutes M]
+ *     (--minutes: each run is stopped M minutes after its training workflow started, if its steps
+ *     have not ended it before; "held" then means held through those minutes)
  *   npm run bench:learning -- --runs RUN_ID,RUN_ID [--data-dir .trajflow]   (stored runs, judged again)
  *
  * Run it alone: the runs measure seconds on a machine shared by the trainer, the engine, the
@@ -142,10 +144,11 @@ interface Options {
   seeds: number[];
   repeats: number;
   steps?: number;
+  minutes?: number;
 }
 
 const USAGE = [
-  'usage: bench:learning -- --config FILE [--config FILE ...] [--seeds 1,2,3] [--repeats 2] [--steps N]',
+  'usage: bench:learning -- --config FILE [--config FILE ...] [--seeds 1,2,3] [--repeats 2] [--steps N] [--minutes M]',
   '       bench:learning -- --runs RUN_ID[,RUN_ID ...] [--data-dir DIR]   (judge stored runs again; DIR default .trajflow)',
 ].join('\n');
 
@@ -163,6 +166,8 @@ function parseOptions(argv: string[]): Options {
   const runs = (value('runs') ?? '').split(',').filter(Boolean);
   if ((configs.length === 0) === (runs.length === 0) || configs.some((c) => !c)) throw new Error(USAGE);
   const steps = value('steps');
+  const minutes = value('minutes');
+  if (minutes !== undefined && !(Number(minutes) > 0)) throw new Error(`--minutes: ${JSON.stringify(minutes)} is not a positive number`);
   const repeats = integer('repeats', value('repeats') ?? '1');
   if (repeats < 1) throw new Error('--repeats must be at least 1');
   return {
@@ -172,11 +177,18 @@ function parseOptions(argv: string[]): Options {
     seeds: (value('seeds') ?? '1').split(',').map((s) => integer('seeds', s)),
     repeats,
     steps: steps === undefined ? undefined : integer('steps', steps),
+    minutes: minutes === undefined ? undefined : Number(minutes),
   };
 }
 
-/** One training run of `file` with `seed` (and `steps`, when given), its config written beside its data. */
-async function runOnce(file: string, seed: number, repeat: number, steps: number | undefined, interrupted: AbortSignal): Promise<LearningRun> {
+/** One training run of `file` with `seed` (and `steps` and `minutes`, when given), its config written beside its data. */
+async function runOnce(
+  file: string,
+  seed: number,
+  repeat: number,
+  { steps, minutes }: Pick<Options, 'steps' | 'minutes'>,
+  interrupted: AbortSignal,
+): Promise<LearningRun> {
   const base = loadRunConfig(file);
   const config: RunConfig = {
     ...base,
@@ -188,7 +200,8 @@ async function runOnce(file: string, seed: number, repeat: number, steps: number
   writeFileSync(configFile, JSON.stringify(config));
   const logger = createLogger('bench');
   logger.level = 'warn';
-  const summary = await runTraining(config, { local: true, logger, configFile, signal: interrupted }).catch(async (err: unknown) => {
+  const stopAfterMs = minutes === undefined ? undefined : minutes * 60_000;
+  const summary = await runTraining(config, { local: true, logger, configFile, signal: interrupted, stopAfterMs }).catch(async (err: unknown) => {
     if (err instanceof RunInterrupted) console.error(`interrupted: run ${err.runId} ended, ${await terminateRun(config, err.runId)} workflows terminated`);
     throw err;
   });
@@ -332,7 +345,7 @@ async function main(): Promise<void> {
     const runs: LearningRun[] = [];
     for (const seed of options.seeds) {
       for (let repeat = 1; repeat <= options.repeats; repeat++) {
-        const run = await runOnce(file, seed, repeat, options.steps, interrupted);
+        const run = await runOnce(file, seed, repeat, options, interrupted);
         runs.push(run);
         console.log(formatRun(run));
       }

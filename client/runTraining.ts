@@ -11,7 +11,7 @@ import type { EvaluationRecord } from '../activities/evaluation';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { runDetails } from '../workflows/details';
 import { plural } from '../workflows/summaries';
-import { trainingStatusQuery, trainingWorkflow, type TrainingResult, type TrainingStatus } from '../workflows/training';
+import { stopUpdate, trainingStatusQuery, trainingWorkflow, type TrainingResult, type TrainingStatus } from '../workflows/training';
 import type { TrainingInput } from '../workflows/types';
 import { ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
@@ -50,7 +50,17 @@ export function trainingStartOptions(config: RunConfig, runId: string) {
   };
 }
 
-export async function runTraining(config: RunConfig, options: RunOptions<TrainingStatus> & { configFile?: string }): Promise<TrainingSummary> {
+export interface TrainingRunOptions extends RunOptions<TrainingStatus> {
+  /** The run's config as a file, for the trainer process a `local` run starts. */
+  configFile?: string;
+  /**
+   * Asks the run to stop (the CLI's `stop`) this long after its training workflow started: the
+   * run ends as if it had reached its last step, with fewer steps.
+   */
+  stopAfterMs?: number;
+}
+
+export async function runTraining(config: RunConfig, options: TrainingRunOptions): Promise<TrainingSummary> {
   const { logger, onStatus, signal } = options;
   const session = await openSession(config, options);
   const { runId, layout, client } = session;
@@ -68,7 +78,17 @@ export async function runTraining(config: RunConfig, options: RunOptions<Trainin
     logger.info({ runId }, 'training started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
-    const result = await unlessInterrupted(runId, signal, () => handle.result()).finally(() => poll?.stop());
+    const timeLimit =
+      options.stopAfterMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            logger.info({ runId, afterMs: options.stopAfterMs }, 'time limit reached: stopping the run');
+            handle.executeUpdate(stopUpdate).catch((err: unknown) => logger.warn({ runId, err }, 'could not ask the run to stop at its time limit'));
+          }, options.stopAfterMs);
+    const result = await unlessInterrupted(runId, signal, () => handle.result()).finally(() => {
+      clearTimeout(timeLimit);
+      return poll?.stop();
+    });
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
     const curve = await readLearningCurve(layout);

@@ -227,6 +227,36 @@ describe('benchmark scripts at tiny sizes', () => {
     }
   }, 240_000);
 
+  test('npm run bench:learning --minutes stops each run at its time limit and judges the steps it took', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-minutes-'));
+    const dataDir = path.join(dir, 'data');
+    const configFile = path.join(dir, 'long.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        dataDir,
+        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
+        agent: { maxTurns: 6, history: 'none' },
+        sampling: { maxTokens: 8 },
+        rollout: { groupSize: 4, maxConcurrency: 8 },
+        trainer: { batchGroups: 1, steps: 500, formatWarmupSteps: 2 },
+        eval: { everySteps: 1, episodes: 2 },
+      }),
+    );
+    const address = `127.0.0.1:${await freePort()}`;
+    const output = await expectSuccess('learning', ['--config', configFile, '--minutes', '0.25'], 180_000, { TEMPORAL_ADDRESS: address }).finally(() =>
+      stopDevServer(dataDir),
+    );
+    const [, steps, seconds] = /^long\.json seed 1 #1 \(.+\): (\d+) steps in (\d+) s/m.exec(output) ?? [];
+    expect(Number(steps)).toBeGreaterThan(0);
+    expect(Number(steps)).toBeLessThan(500);
+    expect(Number(seconds)).toBeGreaterThanOrEqual(15);
+    expect(output).toMatch(/^ +held-out 70%: reached /m);
+    const bad = await runScript('learning', ['--config', configFile, '--minutes', 'soon'], 60_000);
+    expect(bad.code).not.toBe(0);
+    expect(bad.output).toContain('--minutes: "soon" is not a positive number');
+  }, 240_000);
+
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
     const output = await expectSuccess('realModel', ['--backends', 'sglang', '--decode-tokens', '4', '--syncs', '1', '--no-training'], 240_000);
     expect(output).toMatch(new RegExp(`batch 16: ${NUMBER} tokens/s`));
