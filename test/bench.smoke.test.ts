@@ -62,6 +62,29 @@ async function expectSuccess(script: string, args: string[], timeoutMs: number, 
   return run.output;
 }
 
+/**
+ * A small classic-map training config of `steps` steps, in a new temporary directory named after
+ * `label`: its file and its data directory.
+ */
+function smallTrainingConfig(label: string, fileName: string, steps: number, more: object = {}): { dataDir: string; configFile: string } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `trajflow-smoke-${label}-`));
+  const dataDir = path.join(dir, 'data');
+  const configFile = path.join(dir, fileName);
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      dataDir,
+      env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
+      agent: { maxTurns: 6, history: 'none' },
+      sampling: { maxTokens: 8 },
+      rollout: { groupSize: 4, maxConcurrency: 8 },
+      trainer: { batchGroups: 1, steps, formatWarmupSteps: 2 },
+      ...more,
+    }),
+  );
+  return { dataDir, configFile };
+}
+
 const NUMBER = String.raw`\d+(\.\d+)?`;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,25 +149,12 @@ describe('benchmark scripts at tiny sizes', () => {
   });
 
   test('npm run bench:learning (one seed, two small train steps), then a replay of its last step', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-'));
-    const configFile = path.join(dir, 'tiny.json');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        dataDir: path.join(dir, 'data'),
-        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
-        agent: { maxTurns: 6, history: 'none' },
-        sampling: { maxTokens: 8 },
-        rollout: { groupSize: 4, maxConcurrency: 8 },
-        trainer: { batchGroups: 1, steps: 2, formatWarmupSteps: 2 },
-        eval: { everySteps: 1, episodes: 2 },
-      }),
-    );
+    const { dataDir, configFile } = smallTrainingConfig('learning', 'tiny.json', 2, { eval: { everySteps: 1, episodes: 2 } });
     // Its --local run starts a dev server in the data directory: on a free port, not the default
     // one a developer's own server may hold, and stopped afterwards.
     const address = `127.0.0.1:${await freePort()}`;
     const output = await expectSuccess('learning', ['--config', configFile, '--seeds', '7'], 180_000, { TEMPORAL_ADDRESS: address }).finally(() =>
-      stopDevServer(path.join(dir, 'data')),
+      stopDevServer(dataDir),
     );
     expect(output).toMatch(/^tiny.json seed 7 #1 \(.+\): 2 steps in \d+ s/m);
     expect(output).toMatch(/^ +sampled +50% /m);
@@ -156,14 +166,14 @@ describe('benchmark scripts at tiny sizes', () => {
 
     // Judged again from its stored files (--runs), the run gets the same milestones.
     const runId = /^tiny\.json seed 7 #1 \((.+)\):/m.exec(output)![1];
-    const again = await expectSuccess('learning', ['--runs', runId, '--data-dir', path.join(dir, 'data')], 60_000);
+    const again = await expectSuccess('learning', ['--runs', runId, '--data-dir', dataDir], 60_000);
     const milestones = (text: string) => text.split('\n').filter((line) => /^ {4}(sampled|held-out)/.test(line));
     expect(milestones(output).length).toBeGreaterThanOrEqual(6);
     expect(milestones(again)).toEqual(milestones(output));
     expect(again).toMatch(new RegExp(`^\\S+ seed 7 #1 \\(${runId}\\): 2 steps in \\d+ s`, 'm'));
 
     // The embedded trainer is deterministic: step 1 trained again gives the metrics it recorded.
-    const replay = await expectSuccess('replayStep', [runId, '1', '--data-dir', path.join(dir, 'data'), '--episodes', '2', '--max-update-kl', '1000'], 120_000);
+    const replay = await expectSuccess('replayStep', [runId, '1', '--data-dir', dataDir, '--episodes', '2', '--max-update-kl', '1000'], 120_000);
     const recorded = /recorded: (approxKl \S+, gradNorm \S+, loss \S+)$/m.exec(replay)?.[1];
     expect(recorded).toBeDefined();
     expect(replay).toContain(`replayed: ${recorded}; update KL `);
@@ -171,26 +181,13 @@ describe('benchmark scripts at tiny sizes', () => {
     // Each group's rewards, as value x count (groups of 4 episodes).
     const group = `${NUMBER} x[1-4](, ${NUMBER} x[1-4])*`;
     expect(replay).toMatch(new RegExp(`^  rewards by group \\(grpo\\): ${group}( \\| ${group})*$`, 'm'));
-    const badEstimator = await runScript('replayStep', [runId, '1', '--data-dir', path.join(dir, 'data'), '--advantage', 'ppo'], 60_000);
+    const badEstimator = await runScript('replayStep', [runId, '1', '--data-dir', dataDir, '--advantage', 'ppo'], 60_000);
     expect(badEstimator.code).not.toBe(0);
     expect(badEstimator.output).toContain('--advantage must be one of grpo, rloo, drgrpo, got ppo');
   });
 
   test('npm run bench:learning, interrupted, ends the run it was on: nothing of it goes on in Temporal', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-stop-'));
-    const dataDir = path.join(dir, 'data');
-    const configFile = path.join(dir, 'long.json');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        dataDir,
-        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
-        agent: { maxTurns: 6, history: 'none' },
-        sampling: { maxTokens: 8 },
-        rollout: { groupSize: 4, maxConcurrency: 8 },
-        trainer: { batchGroups: 1, steps: 500, formatWarmupSteps: 2 },
-      }),
-    );
+    const { dataDir, configFile } = smallTrainingConfig('learning-stop', 'long.json', 500);
     const address = `127.0.0.1:${await freePort()}`;
     const firstStepDone = () => readdirSync(path.join(dataDir, 'runs')).some((run) => existsSync(path.join(dataDir, 'runs', run, 'train', 'metrics.jsonl')));
     const stopOnceTraining = async (child: ChildProcess) => {
@@ -228,21 +225,7 @@ describe('benchmark scripts at tiny sizes', () => {
   }, 240_000);
 
   test('npm run bench:learning --minutes stops each run at its time limit and judges the steps it took', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-smoke-learning-minutes-'));
-    const dataDir = path.join(dir, 'data');
-    const configFile = path.join(dir, 'long.json');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        dataDir,
-        env: { name: 'frozenlake', size: 4, map: 'classic', maxSteps: 6, sessions: 'local' },
-        agent: { maxTurns: 6, history: 'none' },
-        sampling: { maxTokens: 8 },
-        rollout: { groupSize: 4, maxConcurrency: 8 },
-        trainer: { batchGroups: 1, steps: 500, formatWarmupSteps: 2 },
-        eval: { everySteps: 1, episodes: 2 },
-      }),
-    );
+    const { dataDir, configFile } = smallTrainingConfig('learning-minutes', 'long.json', 500, { eval: { everySteps: 1, episodes: 2 } });
     const address = `127.0.0.1:${await freePort()}`;
     const output = await expectSuccess('learning', ['--config', configFile, '--minutes', '0.25'], 180_000, { TEMPORAL_ADDRESS: address }).finally(() =>
       stopDevServer(dataDir),
