@@ -166,8 +166,9 @@ function parseOptions(argv: string[]): Options {
   const runs = (value('runs') ?? '').split(',').filter(Boolean);
   if ((configs.length === 0) === (runs.length === 0) || configs.some((c) => !c)) throw new Error(USAGE);
   const steps = value('steps');
-  const minutes = value('minutes');
-  if (minutes !== undefined && !(Number(minutes) > 0)) throw new Error(`--minutes: ${JSON.stringify(minutes)} is not a positive number`);
+  const minutesText = value('minutes');
+  const minutes = minutesText === undefined ? undefined : Number(minutesText);
+  if (minutes !== undefined && !(minutes > 0)) throw new Error(`--minutes: ${JSON.stringify(minutesText)} is not a positive number`);
   const repeats = integer('repeats', value('repeats') ?? '1');
   if (repeats < 1) throw new Error('--repeats must be at least 1');
   return {
@@ -177,7 +178,7 @@ function parseOptions(argv: string[]): Options {
     seeds: (value('seeds') ?? '1').split(',').map((s) => integer('seeds', s)),
     repeats,
     steps: steps === undefined ? undefined : integer('steps', steps),
-    minutes: minutes === undefined ? undefined : Number(minutes),
+    minutes,
   };
 }
 
