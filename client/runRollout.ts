@@ -69,7 +69,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     logger.info({ runId }, 'rollout started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
-    const result = await unlessInterrupted(runId, signal, () => handle.result()).finally(() => poll?.stop());
+    const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(rolloutStatusQuery).then(onStatus, () => undefined);

@@ -85,7 +85,7 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
             logger.info({ runId, afterMs: options.stopAfterMs }, 'time limit reached: stopping the run');
             handle.executeUpdate(stopUpdate).catch((err: unknown) => logger.warn({ runId, err }, 'could not ask the run to stop at its time limit'));
           }, options.stopAfterMs);
-    const result = await unlessInterrupted(runId, signal, () => handle.result()).finally(() => {
+    const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => {
       clearTimeout(timeLimit);
       return poll?.stop();
     });

@@ -2,6 +2,7 @@
  * What `trajflow run` and `trajflow train` share: the run id, the local stack (dev server and
  * in-process workers) when --local is given, and a client connection.
  */
+import { setMaxListeners } from 'node:events';
 import { promises as fs } from 'node:fs';
 import { Client } from '@temporalio/client';
 import { runLayout, type RunLayout } from '../src/store/runLayout';
@@ -76,23 +77,30 @@ export class RunInterrupted extends Error {
 }
 
 /**
- * `fn`'s result, or RunInterrupted as soon as `signal` aborts. One listener for the whole wait: the
- * client's own withAbortSignal adds one to the signal per gRPC call and never removes it, and a long
- * `result()` long-polls many times (Node warns past 10). A call left waiting ends when the session
- * closes its connection.
+ * `fn`'s result, or RunInterrupted as soon as `signal` aborts. `fn` gets a signal of its own to run
+ * its gRPC calls under (`client.withAbortSignal`), aborted when this returns: an interrupted wait's
+ * call is cancelled before the caller closes the connection. Left running, it would end with the
+ * connection, and a retry the client schedules then (it retries UNAVAILABLE) fails on the closed
+ * channel in a timer, which no caller can catch, and the process dies before it can clean up.
+ *
+ * One listener on `signal` for the whole wait: the client's withAbortSignal adds one to its signal
+ * per gRPC call and never removes it, and a long `result()` long-polls many times, so those go on
+ * the call signal, which lives only as long as the wait and is exempt from Node's leak warning.
  */
-export async function unlessInterrupted<T>(runId: string, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
-  if (!signal) return fn();
-  if (signal.aborted) throw new RunInterrupted(runId);
+export async function unlessInterrupted<T>(runId: string, signal: AbortSignal | undefined, fn: (callSignal: AbortSignal) => Promise<T>): Promise<T> {
+  if (signal?.aborted) throw new RunInterrupted(runId);
+  const calls = new AbortController();
+  setMaxListeners(0, calls.signal);
   let onAbort: (() => void) | undefined;
   const interrupted = new Promise<never>((_, reject) => {
     onAbort = () => reject(new RunInterrupted(runId));
-    signal.addEventListener('abort', onAbort, { once: true });
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    return await Promise.race([fn(), interrupted]);
+    return await Promise.race([fn(calls.signal), interrupted]);
   } finally {
-    signal.removeEventListener('abort', onAbort!);
+    signal?.removeEventListener('abort', onAbort!);
+    calls.abort();
   }
 }
 

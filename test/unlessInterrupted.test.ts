@@ -16,10 +16,17 @@ describe('unlessInterrupted', () => {
 
   it('rejects with RunInterrupted as soon as the signal aborts, the wait still pending', async () => {
     const controller = new AbortController();
-    const waiting = unlessInterrupted('run-2', controller.signal, () => new Promise<never>(() => undefined));
+    let callSignal: AbortSignal | undefined;
+    const waiting = unlessInterrupted('run-2', controller.signal, (calls) => {
+      callSignal = calls;
+      return new Promise<never>(() => undefined);
+    });
+    expect(callSignal?.aborted).toBe(false);
     controller.abort();
     await expect(waiting).rejects.toThrow(new RunInterrupted('run-2'));
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    // The pending call is cancelled before the caller goes on to close its connection.
+    expect(callSignal?.aborted).toBe(true);
     await expect(unlessInterrupted('run-3', controller.signal, async () => 1)).rejects.toBeInstanceOf(RunInterrupted);
   });
 
