@@ -2,7 +2,8 @@
  * The trainer scores only trained targets (`targetLogprobs`, through `maskedLogprobs` and the
  * reference logprobs); everything the loss reads must be what the full sequence (`tokenLogprobs`)
  * gives: logprobs at trained targets, and the loss and gradients of a minibatch computed as
- * PolicyTrainer computes them (one gradient per sequence, share-weighted).
+ * PolicyTrainer computes them (one gradient per chunk of sequences run as one packed pass,
+ * share-weighted), whether a chunk holds one sequence or the whole minibatch.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { createRng, type Rng } from '../src/core/random';
@@ -80,23 +81,24 @@ function fullInputs(policy: TensorWeights, sample: TrainingSample, refLogprobs?:
   };
 }
 
-/** loss(minibatch) and its gradient per parameter as PolicyTrainer sums them: share_i * loss(sample i). */
+/** loss(minibatch) and its gradient per parameter as PolicyTrainer sums them: share_c * loss(chunk c). */
 function minibatchGradients(
   policy: TensorWeights,
-  samples: TrainingSample[],
-  lossOf: (sample: TrainingSample, i: number) => tf.Scalar,
+  chunks: TrainingSample[][],
+  lossOf: (chunk: TrainingSample[], i: number) => tf.Scalar,
   aggregation: LossConfig['aggregation'],
 ) {
   const names = Object.keys(policy.params);
   const variables = names.map((name) => policy.params[name] as tf.Variable);
+  const minibatch = chunks.flat();
   let loss = 0;
   const grads: Record<string, Float32Array> = Object.fromEntries(names.map((name) => [name, new Float32Array(policy.params[name].size)]));
-  samples.forEach((sample, i) => {
-    const share = aggregationShare([sample], samples, aggregation);
-    const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(sample, i), share), variables);
+  chunks.forEach((chunk, i) => {
+    const share = aggregationShare(chunk, minibatch, aggregation);
+    const { value, grads: chunkGrads } = tf.variableGrads(() => tf.mul(lossOf(chunk, i), share), variables);
     loss += value.dataSync()[0];
-    names.forEach((name, p) => sequenceGrads[variables[p].name].dataSync().forEach((g, j) => (grads[name][j] += g)));
-    tf.dispose([value, ...Object.values(sequenceGrads)]);
+    names.forEach((name, p) => chunkGrads[variables[p].name].dataSync().forEach((g, j) => (grads[name][j] += g)));
+    tf.dispose([value, ...Object.values(chunkGrads)]);
   });
   return { loss, grads };
 }
@@ -146,16 +148,17 @@ describe.each([
     // Reference logprobs as the trainer reads them now (trained targets only), and in full.
     const refTrained = reference && samples.map(({ ids, lossMask }) => sequenceLogprobs(reference, ids, TEMPERATURE, trainedTargets(lossMask)));
     const refFull = reference && samples.map(({ ids }) => sequenceLogprobs(reference, ids, TEMPERATURE));
+    const single = samples.map((sample) => [sample]);
     const trained = minibatchGradients(
       policy,
-      samples,
-      (sample, i) => policyLoss(lossInputs(policy, [sample], TEMPERATURE, refTrained && [refTrained[i]]), lossConfig).loss,
+      single,
+      (chunk, i) => policyLoss(lossInputs(policy, chunk, TEMPERATURE, refTrained && [refTrained[i]]), lossConfig).loss,
       lossConfig.aggregation,
     );
     const full = minibatchGradients(
       policy,
-      samples,
-      (sample, i) => policyLoss(fullInputs(policy, sample, refFull?.[i]), lossConfig).loss,
+      single,
+      ([sample], i) => policyLoss(fullInputs(policy, sample, refFull?.[i]), lossConfig).loss,
       lossConfig.aggregation,
     );
     if (reference) tf.dispose(Object.values(reference.params));
@@ -163,9 +166,28 @@ describe.each([
     expectGradientsClose(trained.grads, full.grads);
   });
 
+  it.each<[string, LossConfig['aggregation']]>([
+    ['token-mean', 'token-mean'],
+    ['sequence-mean-token-mean', 'sequence-mean-token-mean'],
+  ])('gives the loss and gradients of the full computation from one packed pass over the minibatch: %s', (_, aggregation) => {
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE, aggregation };
+    // A recurring sample, as per-turn samples recur: its rows come from one scored sequence.
+    const minibatch = [...samples, samples[1]];
+    const packed = minibatchGradients(policy, [minibatch], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, aggregation);
+    const full = minibatchGradients(
+      policy,
+      minibatch.map((sample) => [sample]),
+      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
+      aggregation,
+    );
+    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
+    expectGradientsClose(packed.grads, full.grads);
+  });
+
   it('gives the supervised loss and gradients of the full computation', () => {
-    const trained = minibatchGradients(policy, samples, (sample) => supervisedLoss(maskedLogprobs(policy, [sample], TEMPERATURE)), 'token-mean');
-    const full = minibatchGradients(policy, samples, (sample) => supervisedLoss(fullInputs(policy, sample)), 'token-mean');
+    const single = samples.map((sample) => [sample]);
+    const trained = minibatchGradients(policy, single, (chunk) => supervisedLoss(maskedLogprobs(policy, chunk, TEMPERATURE)), 'token-mean');
+    const full = minibatchGradients(policy, single, ([sample]) => supervisedLoss(fullInputs(policy, sample)), 'token-mean');
     expect(Math.abs(trained.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss));
     expectGradientsClose(trained.grads, full.grads);
   });

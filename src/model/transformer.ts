@@ -83,19 +83,54 @@ export function targetScores(
   temperature: number,
   withEntropy: boolean,
 ): { logprobs: tf.Tensor1D; entropies?: tf.Tensor1D } {
-  assertScorable(weights.config, ids, temperature);
-  const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
-  if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
-  const { hidden } = forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions);
-  const logp = headLogSoftmax(weights, hidden, temperature); // [K, V]: log p_k(v)
+  const { logprobs, entropies } = packedTargetScores(weights, [{ ids, positions }], temperature, withEntropy);
+  const row = (values: tf.Tensor2D) => tf.reshape(values, [ids.length - 1]) as tf.Tensor1D;
+  return { logprobs: row(logprobs), ...(entropies ? { entropies: row(entropies) } : {}) };
+}
+
+/** A sequence and the targets (ascending indices into its n-1 next-token targets) to score it at. */
+export interface ScoredSequence {
+  ids: readonly number[];
+  positions: readonly number[];
+}
+
+/**
+ * `targetScores` for several sequences from one forward pass, as rows [N, width] (width: the
+ * longest n-1; a row holds 0 past its own). The sequences run through the blocks packed one after
+ * another (see `forwardPacked`): on wasm every op costs tens of microseconds however small, and a
+ * ~110-token sequence takes ~800 of them through forward and backward alone. Each row is computed
+ * from its own sequence only. Differentiable; call inside tf.tidy or a gradient function.
+ */
+export function packedTargetScores(
+  weights: TensorWeights,
+  sequences: readonly ScoredSequence[],
+  temperature: number,
+  withEntropy: boolean,
+): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D } {
+  if (sequences.length === 0) throw new Error('packedTargetScores needs at least one sequence');
+  for (const { ids, positions } of sequences) {
+    assertScorable(weights.config, ids, temperature);
+    const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
+    if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
+  }
+  const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
+  const { hidden } = forwardPacked(
+    weights,
+    sequences.map(({ ids, positions }) => ({ ids: ids.slice(0, positions[positions.length - 1] + 1), outputs: positions })),
+  );
+  const logp = headLogSoftmax(weights, hidden, temperature); // [K, V]: log p_k(v), K targets in all
   const picked = pickTargets(
     logp,
-    positions.map((t) => ids[t + 1]),
+    sequences.flatMap(({ ids, positions }) => positions.map((t) => ids[t + 1])),
     weights.config.vocabSize,
   ); // [K]
-  // [1, n-1] = values^T S: values[k] at positions[k], 0 elsewhere
-  const S = oneHot(positions, ids.length - 1);
-  const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, positions.length]), S), [ids.length - 1]) as tf.Tensor1D;
+  // [1, N width] = values^T S: target k of sequence n at column n width + t_k, 0 elsewhere
+  const S = oneHot(
+    sequences.flatMap(({ positions }, n) => positions.map((t) => n * width + t)),
+    sequences.length * width,
+  );
+  const K = S.shape[0];
+  const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, K]), S), [sequences.length, width]) as tf.Tensor2D;
   if (!withEntropy) return { logprobs: atTargets(picked) };
   const entropies = tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1)); // [K]
   return { logprobs: atTargets(picked), entropies: atTargets(entropies) };
@@ -201,30 +236,59 @@ function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float
 /**
  * Hidden states after the final LayerNorm at rows `outputs` (ascending; all T by default), [K, D],
  * and each layer's keys and values, [T, D].
- *
- * Everything in the last block after its keys and values acts on each row alone (its queries,
- * the residual stream, W_o, the MLP, the final LayerNorm), so there only the `outputs` rows are
- * computed, picked by a one-hot S [K, T] (S x: a 2-D matMul has a gradient on wasm, gather does
- * not; one 1 per row, so the picked rows are exact). Earlier blocks need every row: the next
- * block's keys and values read them all.
  */
 function forwardSequence(
   weights: TensorWeights,
   ids: readonly number[],
   outputs?: readonly number[],
 ): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
+  return forwardPacked(weights, [{ ids, outputs }]);
+}
+
+/**
+ * `forwardSequence` for several sequences at once: their tokens packed one after another, [sum T, D]
+ * (hidden: each sequence's `outputs` rows in turn; keys and values: every token's, packed the same).
+ *
+ * Every op outside attention acts on each token's row alone, so one op serves every sequence there,
+ * and the result of each row is the one it would get alone; attention runs per sequence, each over
+ * its own tokens. Everything in the last block after its keys and values acts on each row alone
+ * too (its queries, the residual stream, W_o, the MLP, the final LayerNorm), so there only the
+ * `outputs` rows are computed, picked by a one-hot S [K, T] per sequence (S x: a 2-D matMul has a
+ * gradient on wasm, gather does not; one 1 per row, so the picked rows are exact). Earlier blocks
+ * need every row: the next block's keys and values read them all.
+ */
+function forwardPacked(
+  weights: TensorWeights,
+  sequences: readonly { ids: readonly number[]; outputs?: readonly number[] }[],
+): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
   const { vocabSize, dModel: D, nLayers, nHeads } = weights.config;
-  const T = ids.length;
-  assertSequence(weights.config, ids);
-  // Token embedding as oneHot(ids) E rather than a gather, which has no gradient on wasm.
-  let x = tf.add(tf.matMul(oneHot(ids, vocabSize), param(weights, 'embed.tokens')), tf.slice(param(weights, 'embed.positions'), [0, 0], [T, D]));
-  const masks = causalMasks(
-    Array.from({ length: T }, (_, i) => i),
-    T,
-    nHeads,
+  for (const { ids } of sequences) assertSequence(weights.config, ids);
+  const lengths = sequences.map(({ ids }) => ids.length);
+  const longest = Math.max(...lengths);
+  const positions = sequences.flatMap(({ ids }) => ids.map((_, i) => i));
+  const positionTable = tf.slice(param(weights, 'embed.positions'), [0, 0], [longest, D]);
+  // Embeddings as one-hot products rather than gathers, which have no gradient on wasm.
+  const tokenEmbeddings = tf.matMul(
+    oneHot(
+      sequences.flatMap(({ ids }) => ids),
+      vocabSize,
+    ),
+    param(weights, 'embed.tokens'),
   );
-  // What the last block needs for the `outputs` rows alone: their selection S and their masks.
-  const outputRows = outputs && { select: oneHot(outputs, T), masks: causalMasks(outputs, T, nHeads) };
+  let x = tf.add(tokenEmbeddings, sequences.length === 1 ? positionTable : tf.matMul(oneHot(positions, longest), positionTable));
+  // One set of masks per length: the sequences of a batch mostly share a few.
+  const maskSets = new Map<number, tf.Tensor[]>();
+  const everyRow = (T: number) => Array.from({ length: T }, (_, i) => i);
+  const fullMasks = lengths.map((T) => maskSets.get(T) ?? maskSets.set(T, causalMasks(everyRow(T), T, nHeads)).get(T)!);
+  // What the last block needs for the `outputs` rows alone: each sequence's selection S [K_n, T_n]
+  // and masks. S picks from the sequence's own rows (a selection over the whole pack would cost
+  // K x sum T multiply-adds a feature, most of them by 0).
+  const picked = sequences.some(({ outputs }) => outputs !== undefined) ? sequences.map(({ ids, outputs }) => outputs ?? everyRow(ids.length)) : undefined;
+  const last = picked && {
+    selects: picked.map((rows, n) => oneHot(rows, lengths[n])),
+    masks: picked.map((rows, n) => causalMasks(rows, lengths[n], nHeads)),
+    sizes: picked.map((rows) => rows.length),
+  };
   const keys: tf.Tensor[] = [];
   const values: tf.Tensor[] = [];
   for (let l = 0; l < nLayers; l++) {
@@ -233,13 +297,24 @@ function forwardSequence(
     const [q, k, v] = tf.split(qkv, 3, 1);
     keys.push(k);
     values.push(v);
-    const only = l === nLayers - 1 ? outputRows : undefined;
-    const rows = (t: tf.Tensor) => (only ? tf.matMul(only.select, t) : t); // S t
-    x = tf.add(rows(x), tf.matMul(causalAttention(rows(q), k, v, only?.masks ?? masks, weights.config), p('attn.wo')));
+    const only = l === nLayers - 1 ? last : undefined;
+    // The residual stream and the queries at the picked rows alone: S_n [x_n | q_n], sequence by sequence.
+    const [rowsX, rowsQ] = only ? tf.split(selectRows(tf.concat([x, q], 1), lengths, only.selects), 2, 1) : [x, q];
+    const attended = causalAttention(rowsQ, k, v, { querySizes: only?.sizes ?? lengths, keySizes: lengths }, only?.masks ?? fullMasks, weights.config);
+    x = tf.add(rowsX, tf.matMul(attended, p('attn.wo')));
     x = tf.add(x, mlp(weights, l, x));
   }
   const hidden = layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias'));
   return { hidden, keys, values };
+}
+
+/** S_n t_n for each sequence's rows t_n of packed t [sum T, F] (lengths[n] rows each), packed: [sum K, F]. */
+function selectRows(t: tf.Tensor, lengths: readonly number[], selects: readonly tf.Tensor[]): tf.Tensor {
+  if (lengths.length === 1) return tf.matMul(selects[0], t);
+  return tf.concat(
+    tf.split(t, [...lengths], 0).map((rows, n) => tf.matMul(selects[n], rows)),
+    0,
+  );
 }
 
 /** log softmax(hidden W_head / temperature) for each row of hidden [K, D] -> [K, V]. */
@@ -258,28 +333,38 @@ function pickTargets(rows: tf.Tensor2D, targets: readonly number[], vocabSize: n
 }
 
 /**
- * Causal self-attention over a whole sequence: queries q [Q, D] at positions p_0 < p_1 < ... (every
- * position, or some, as `masks` says), keys and values k, v [T, D] -> [Q, D]. Head h owns feature
- * columns h*hd .. (h+1)*hd-1 (hd = D / nHeads) of q, k and v, and its output the same columns:
+ * Causal self-attention over whole sequences, packed one after another: queries q [sum Q, D] and
+ * keys and values k, v [sum T, D], sequence n owning querySizes[n] and keySizes[n] rows of them in
+ * turn (its queries at positions p_0 < p_1 < ...: every position, or some, as its `masks` say),
+ * each attending within its own rows -> [sum Q, D]. Head h owns feature columns h*hd .. (h+1)*hd-1
+ * (hd = D / nHeads) of q, k and v, and its output the same columns; for each sequence:
  *
  *   S_h   = (q_h / sqrt(hd)) k_h^T + mask_h     [Q, T]   mask_h[i, j]: -slope_h (p_i - j) for j <= p_i, MASKED above
  *   out_h = softmax_rows(S_h) v_h               [Q, hd]
  *   out   = [out_0 | out_1 | ... | out_{H-1}]   [Q, D]
  *
- * Two 2-D matMuls per head rather than batched 3-D ones over all heads: on wasm, 2-D products run
+ * Two 2-D matMuls per head and sequence rather than batched 3-D ones: on wasm, 2-D products run
  * on XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
- * src/rl/gradients.ts, backward). k is transposed explicitly, once, and its rows split
- * per head ([D, T] -> H x [hd, T]): matMul's transpose flags would also leave XNNPACK. Every op acts
- * on this sequence alone, so the result does not depend on anything else the caller runs.
+ * src/rl/gradients.ts, backward). The scaling, k's transpose (done explicitly, once: matMul's
+ * transpose flags would also leave XNNPACK) and the cuts into heads and then sequences are done once
+ * for the whole pack. Each sequence's result is computed from its own rows alone.
  */
-function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, masks: readonly tf.Tensor[], config: ModelConfig): tf.Tensor {
+function causalAttention(
+  q: tf.Tensor,
+  k: tf.Tensor,
+  v: tf.Tensor,
+  { querySizes, keySizes }: { querySizes: readonly number[]; keySizes: readonly number[] },
+  masks: readonly (readonly tf.Tensor[])[],
+  config: ModelConfig,
+): tf.Tensor {
   const H = config.nHeads;
-  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1); // H x [Q, hd], scaled
-  const kHeadsT = tf.split(tf.transpose(k), H, 0); // H x [hd, T]
-  const vHeads = tf.split(v, H, 1); // H x [T, hd]
-  const outHeads = qHeads.map((qh, h) => {
-    const probs = tf.softmax(tf.add(tf.matMul(qh, kHeadsT[h]), masks[h])); // [Q, T]
-    return tf.matMul(probs, vHeads[h]); // [Q, hd]
+  const bySequence = (t: tf.Tensor, sizes: readonly number[], axis: number) => (sizes.length === 1 ? [t] : tf.split(t, [...sizes], axis));
+  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1).map((qh) => bySequence(qh, querySizes, 0)); // H x N x [Q_n, hd], scaled
+  const kHeadsT = tf.split(tf.transpose(k), H, 0).map((kh) => bySequence(kh, keySizes, 1)); // H x N x [hd, T_n]
+  const vHeads = tf.split(v, H, 1).map((vh) => bySequence(vh, keySizes, 0)); // H x N x [T_n, hd]
+  const outHeads = qHeads.map((sequences, h) => {
+    const outs = sequences.map((qhn, n) => tf.matMul(tf.softmax(tf.add(tf.matMul(qhn, kHeadsT[h][n]), masks[n][h])), vHeads[h][n])); // [Q_n, hd]
+    return outs.length === 1 ? outs[0] : tf.concat(outs, 0);
   });
   return tf.concat(outHeads, 1);
 }

@@ -9,7 +9,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../model/config';
-import { targetScores, type TensorWeights } from '../model/transformer';
+import { packedTargetScores, type TensorWeights } from '../model/transformer';
 
 export interface LossConfig {
   /** Clip range below 1: the ratio's floor is 1 - epsilon. */
@@ -122,30 +122,47 @@ export interface LossInputs extends MaskedLogprobs {
 }
 
 /**
- * Runs the policy over each distinct sequence once, at its own length (no compute on padding) at
- * `temperature`, scoring only its trained targets (see `targetLogprobs`: everything the loss
- * reads), and pads the per-target logprobs and mask to [B, T]; a sequence that recurs gets the
- * same row again (its gradient is the sum of theirs). Call inside tf.tidy or a gradient function.
+ * Runs the policy over each distinct sequence once, all of them in one packed pass (no compute on
+ * padding), at `temperature`, scoring only their trained targets (see `targetLogprobs`: everything
+ * the loss reads), as per-target logprobs and mask [B, T]; a sequence that recurs gets the same row
+ * again (its gradient is the sum of theirs). Call inside tf.tidy or a gradient function.
  */
 export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number, withEntropy = false): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
-  const scores = parts.map(([{ ids, lossMask }]) => {
-    const pad = (row: tf.Tensor1D) => tf.pad(row, [[0, width - (ids.length - 1)]]);
-    const { logprobs, entropies } = targetScores(policy, ids, trainedTargets(lossMask), temperature, withEntropy);
-    return { logprobs: pad(logprobs), entropies: entropies && pad(entropies) };
-  });
-  // Stacked row by row (wasm has no gradient kernel for gather).
+  const scores = packedTargetScores(
+    policy,
+    parts.map(([{ ids, lossMask }]) => ({ ids, positions: trainedTargets(lossMask) })),
+    temperature,
+    withEntropy,
+  );
+  // Each sequence's row of its part, by a one-hot product (wasm has no gradient kernel for gather);
+  // nothing to pick when every sequence is its own part (parts keep the order of first appearance).
   const partOf = new Map(parts.flatMap((part, row) => part.map((sequence) => [sequence, row] as const)));
-  const stacked = (rowOf: (part: number) => tf.Tensor) => tf.stack(sequences.map((sequence) => rowOf(partOf.get(sequence)!))) as tf.Tensor2D;
+  const rows = (perPart: tf.Tensor2D) =>
+    parts.length === sequences.length
+      ? perPart
+      : (tf.matMul(
+          tf.cast(
+            tf.oneHot(
+              tf.tensor1d(
+                sequences.map((sequence) => partOf.get(sequence)!),
+                'int32',
+              ),
+              parts.length,
+            ),
+            'float32',
+          ),
+          perPart,
+        ) as tf.Tensor2D);
   return {
-    logprobs: stacked((part) => scores[part].logprobs),
+    logprobs: rows(scores.logprobs),
     mask: paddedTargets(
       sequences.map(({ lossMask }) => lossMask),
       width,
     ),
-    ...(withEntropy ? { entropies: stacked((part) => scores[part].entropies!) } : {}),
+    ...(scores.entropies ? { entropies: rows(scores.entropies) } : {}),
   };
 }
 

@@ -126,6 +126,11 @@ type TrustRegionOutcome = Required<Pick<TrainMetrics, 'proposedUpdateKl' | 'upda
 
 /** How many shortened updates the trust region tries before it undoes the batch. */
 const SHORTENINGS = 4;
+/**
+ * Distinct tokens run through the model in one packed pass while training (see `gradients`). A
+ * graph's memory grows with it; the op count per sequence falls with more sequences a pass.
+ */
+const CHUNK_TOKENS = 4096;
 
 interface SavedState {
   params: Record<string, tf.Tensor>;
@@ -237,17 +242,19 @@ export class PolicyTrainer {
         const forwardStarted = performance.now();
         const parts = minibatchParts[index];
         const refLogprobs = this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
-        const { loss, grads } = this.gradients(parts, minibatch, aggregation, (part, i) => {
-          const inputs = lossInputs(this.policy, part, temperature, refLogprobs && part.map(() => refLogprobs[i]), entropyBonus > 0);
-          // Every row of a part holds the same logprobs: the first serves the trust region.
-          if (before && index === 0) before.logprobs.push((inputs.logprobs.dataSync() as Float32Array).slice(0, inputs.logprobs.shape[1]));
-          const { loss: sequenceLoss, metrics } = policyLoss(inputs, this.lossConfig);
-          const tokens = maskedTokens(part);
+        const { loss, grads } = this.gradients(parts, minibatch, aggregation, (chunk, firstPart) => {
+          const samples = chunk.flat();
+          const chunkRefLogprobs = refLogprobs && chunk.flatMap((part, j) => part.map(() => refLogprobs[firstPart + j]));
+          const inputs = lossInputs(this.policy, samples, temperature, chunkRefLogprobs, entropyBonus > 0);
+          // Every row of a part holds the same logprobs: its first serves the trust region.
+          if (before && index === 0) before.logprobs.push(...firstRowsOfParts(inputs.logprobs, chunk));
+          const { loss: chunkLoss, metrics } = policyLoss(inputs, this.lossConfig);
+          const tokens = maskedTokens(samples);
           sums.clipFraction += read(metrics.clipFraction) * tokens;
           sums.approxKl += read(metrics.approxKl) * tokens;
           sums.entropy += read(metrics.entropy) * tokens;
           if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
-          return sequenceLoss;
+          return chunkLoss;
         });
         const optimizerStarted = performance.now();
         gradNormSum += this.applyGradients(grads, this.learningRate);
@@ -374,8 +381,8 @@ export class PolicyTrainer {
     this.assertUsable();
     assertMaskedSequences(sequences, this.config);
     const { temperature } = this.lossConfig;
-    const { loss, grads } = this.gradients(sameSequenceParts(sequences), sequences, 'token-mean', (part) =>
-      supervisedLoss(maskedLogprobs(this.policy, part, temperature)),
+    const { loss, grads } = this.gradients(sameSequenceParts(sequences), sequences, 'token-mean', (chunk) =>
+      supervisedLoss(maskedLogprobs(this.policy, chunk.flat(), temperature)),
     );
     this.applyGradients(grads, learningRate);
     return { loss, tokens: maskedTokens(sequences) };
@@ -419,32 +426,33 @@ export class PolicyTrainer {
   }
 
   /**
-   * Gradients of a minibatch's loss, one part (samples of one sequence) at a time: loss(minibatch)
-   * = sum_p share_p * loss(part p), share_p from `aggregationShare`. Returns the loss and the
-   * summed gradients.
+   * Gradients of a minibatch's loss, a chunk of parts (each part: the samples of one sequence) at a
+   * time: loss(minibatch) = sum_c share_c * loss(chunk c), share_c from `aggregationShare`. A chunk
+   * holds whole parts up to CHUNK_TOKENS distinct tokens, run through the model in one packed pass.
+   * `lossOf` gets a chunk and the index of its first part. Returns the loss and the summed gradients.
    */
   private gradients<S extends MaskedSequence>(
     parts: readonly S[][],
     minibatch: readonly S[],
     aggregation: LossConfig['aggregation'],
-    lossOf: (part: S[], index: number) => tf.Scalar,
+    lossOf: (chunk: S[][], firstPart: number) => tf.Scalar,
   ): { loss: number; grads: Record<string, tf.Tensor> } {
     const variables = this.names.map((name) => this.params[name]);
     const grads: Record<string, tf.Tensor> = {};
     let loss = 0;
     try {
-      parts.forEach((part, i) => {
-        const share = aggregationShare(part, minibatch, aggregation);
-        const { value, grads: sequenceGrads } = tf.variableGrads(() => tf.mul(lossOf(part, i), share), variables);
+      for (const { chunk, firstPart } of chunksOf(parts)) {
+        const share = aggregationShare(chunk.flat(), minibatch, aggregation);
+        const { value, grads: chunkGrads } = tf.variableGrads(() => tf.mul(lossOf(chunk, firstPart), share), variables);
         loss += take(value);
         this.names.forEach((name, p) => {
-          const grad = sequenceGrads[variables[p].name];
+          const grad = chunkGrads[variables[p].name];
           if (!grad) return;
           const previous = grads[name];
           grads[name] = previous ? tf.add(previous, grad) : grad;
           if (previous) tf.dispose([previous, grad]);
         });
-      });
+      }
     } catch (err) {
       tf.dispose(Object.values(grads));
       throw err;
@@ -505,6 +513,24 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
 }
 
 /** `items` as `parts` contiguous runs whose lengths differ by at most one. */
+/** `parts` in order, in chunks of whole parts of at most CHUNK_TOKENS distinct tokens (one part at least). */
+function chunksOf<S extends MaskedSequence>(parts: readonly S[][]): { chunk: S[][]; firstPart: number }[] {
+  const chunks: { chunk: S[][]; firstPart: number }[] = [];
+  let tokens = 0;
+  parts.forEach((part, index) => {
+    const size = part[0].ids.length;
+    const current = chunks.at(-1);
+    if (current && tokens + size <= CHUNK_TOKENS) {
+      current.chunk.push(part);
+      tokens += size;
+    } else {
+      chunks.push({ chunk: [part], firstPart: index });
+      tokens = size;
+    }
+  });
+  return chunks;
+}
+
 function split<T>(items: readonly T[], parts: number): T[][] {
   return Array.from({ length: parts }, (_, k) => items.slice(Math.floor((k * items.length) / parts), Math.floor(((k + 1) * items.length) / parts)));
 }
@@ -523,6 +549,18 @@ function copyValues(tensors: Params): Record<string, Float32Array> {
 }
 
 /** The value of a one-element tensor. */
+/** Each part's first row of `logprobs` [rows, width] (rows: the parts' samples in turn), cut to its sequence's n-1 targets. */
+function firstRowsOfParts(logprobs: tf.Tensor, chunk: readonly MaskedSequence[][]): Float32Array[] {
+  const values = logprobs.dataSync() as Float32Array;
+  const width = logprobs.shape[1]!;
+  let row = 0;
+  return chunk.map((part) => {
+    const first = values.slice(row * width, row * width + part[0].ids.length - 1);
+    row += part.length;
+    return first;
+  });
+}
+
 function read(tensor: tf.Tensor): number {
   return tensor.dataSync()[0];
 }
