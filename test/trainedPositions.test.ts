@@ -184,6 +184,32 @@ describe.each([
     expectGradientsClose(packed.grads, full.grads);
   });
 
+  it('gives the loss and gradients of the full computation when the sequences share a prefix (run once)', () => {
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE };
+    // A system prompt every turn starts with, then turns of their own, trained at their end.
+    const rng = createRng(7);
+    const prefix = Array.from({ length: 14 }, () => Math.floor(rng() * policy.config.vocabSize));
+    const minibatch: TrainingSample[] = [3, 9, 1, 6].map((ownLength, b) => {
+      const ids = [...prefix, ...Array.from({ length: ownLength }, () => Math.floor(rng() * policy.config.vocabSize))];
+      const current = sequenceLogprobs(policy, ids, TEMPERATURE);
+      return {
+        ids,
+        lossMask: ids.map((_, i) => (i >= ids.length - Math.min(ownLength, 3) ? 1 : 0)),
+        behaviourLogprobs: [0, ...Array.from(current, (lp, t) => Math.min(0, lp + 0.3 * Math.sin(3 * t + b)))],
+        advantage: rng() * 2 - 1,
+      };
+    });
+    const packed = minibatchGradients(policy, [minibatch], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, 'token-mean');
+    const full = minibatchGradients(
+      policy,
+      minibatch.map((sample) => [sample]),
+      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
+      'token-mean',
+    );
+    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
+    expectGradientsClose(packed.grads, full.grads);
+  });
+
   it('gives the supervised loss and gradients of the full computation', () => {
     const single = samples.map((sample) => [sample]);
     const trained = minibatchGradients(policy, single, (chunk) => supervisedLoss(maskedLogprobs(policy, chunk, TEMPERATURE)), 'token-mean');

@@ -247,7 +247,7 @@ function forwardSequence(
 
 /**
  * `forwardSequence` for several sequences at once: their tokens packed one after another, [sum T, D]
- * (hidden: each sequence's `outputs` rows in turn; keys and values: every token's, packed the same).
+ * (hidden: each sequence's `outputs` rows in turn; keys and values: one row per token in the pack).
  *
  * Every op outside attention acts on each token's row alone, so one op serves every sequence there,
  * and the result of each row is the one it would get alone; attention runs per sequence, each over
@@ -256,6 +256,10 @@ function forwardSequence(
  * `outputs` rows are computed, picked by a one-hot S [K, T] per sequence (S x: a 2-D matMul has a
  * gradient on wasm, gather does not; one 1 per row, so the picked rows are exact). Earlier blocks
  * need every row: the next block's keys and values read them all.
+ *
+ * A prefix every sequence shares (a system prompt, say) runs once: the model is causal, so its
+ * rows are the same in every sequence, and each sequence attends to that one copy (see
+ * `sharedPrefix`). Its gradient is then the sum of what each sequence sends back through it.
  */
 function forwardPacked(
   weights: TensorWeights,
@@ -264,30 +268,44 @@ function forwardPacked(
   const { vocabSize, dModel: D, nLayers, nHeads } = weights.config;
   for (const { ids } of sequences) assertSequence(weights.config, ids);
   const lengths = sequences.map(({ ids }) => ids.length);
+  const shared = sharedPrefix(sequences);
+  // The pack's segments: the shared prefix (when there is one), then each sequence's own tokens.
+  const own = lengths.map((T) => T - shared);
+  const segments = shared > 0 ? [shared, ...own] : own;
+  const ownSegment = (n: number) => (shared > 0 ? n + 1 : n);
+  const keySegments = (n: number) => (shared > 0 ? [0, n + 1] : [n]);
+  const everyRow = (T: number) => Array.from({ length: T }, (_, i) => i);
+  const from = (start: number, end: number) => everyRow(end - start).map((i) => start + i);
+
   const longest = Math.max(...lengths);
-  const positions = sequences.flatMap(({ ids }) => ids.map((_, i) => i));
+  const positions = [...everyRow(shared), ...lengths.flatMap((T) => from(shared, T))];
   const positionTable = tf.slice(param(weights, 'embed.positions'), [0, 0], [longest, D]);
   // Embeddings as one-hot products rather than gathers, which have no gradient on wasm.
-  const tokenEmbeddings = tf.matMul(
-    oneHot(
-      sequences.flatMap(({ ids }) => ids),
-      vocabSize,
-    ),
-    param(weights, 'embed.tokens'),
-  );
+  const tokens = [...sequences[0].ids.slice(0, shared), ...sequences.flatMap(({ ids }) => ids.slice(shared))];
+  const tokenEmbeddings = tf.matMul(oneHot(tokens, vocabSize), param(weights, 'embed.tokens'));
   let x = tf.add(tokenEmbeddings, sequences.length === 1 ? positionTable : tf.matMul(oneHot(positions, longest), positionTable));
-  // One set of masks per length: the sequences of a batch mostly share a few.
+
+  // Who attends to what: the prefix's rows to the prefix, each sequence's own rows to the prefix
+  // and to themselves, at their positions (one set of masks per length: a batch has only a few).
   const maskSets = new Map<number, tf.Tensor[]>();
-  const everyRow = (T: number) => Array.from({ length: T }, (_, i) => i);
-  const fullMasks = lengths.map((T) => maskSets.get(T) ?? maskSets.set(T, causalMasks(everyRow(T), T, nHeads)).get(T)!);
-  // What the last block needs for the `outputs` rows alone: each sequence's selection S [K_n, T_n]
-  // and masks. S picks from the sequence's own rows (a selection over the whole pack would cost
-  // K x sum T multiply-adds a feature, most of them by 0).
+  const fromShared = (T: number) => maskSets.get(T) ?? maskSets.set(T, causalMasks(from(shared, T), T, nHeads)).get(T)!;
+  const everyGroup: AttentionGroup[] = [
+    ...(shared > 0 ? [{ queries: shared, keySegments: [0], masks: causalMasks(everyRow(shared), shared, nHeads) }] : []),
+    ...lengths.map((T, n) => ({ queries: T - shared, keySegments: keySegments(n), masks: fromShared(T) })),
+  ];
+  // What the last block needs for the `outputs` rows alone: each sequence's selection S [K_n, own_n]
+  // from its own rows, and their masks. (A selection over the whole pack would cost K x sum T
+  // multiply-adds a feature, most of them by 0.)
   const picked = sequences.some(({ outputs }) => outputs !== undefined) ? sequences.map(({ ids, outputs }) => outputs ?? everyRow(ids.length)) : undefined;
   const last = picked && {
-    selects: picked.map((rows, n) => oneHot(rows, lengths[n])),
-    masks: picked.map((rows, n) => causalMasks(rows, lengths[n], nHeads)),
-    sizes: picked.map((rows) => rows.length),
+    selects: picked.map((rows, n) => ({
+      segment: ownSegment(n),
+      select: oneHot(
+        rows.map((row) => row - shared),
+        own[n],
+      ),
+    })),
+    groups: picked.map((rows, n) => ({ queries: rows.length, keySegments: keySegments(n), masks: causalMasks(rows, lengths[n], nHeads) })),
   };
   const keys: tf.Tensor[] = [];
   const values: tf.Tensor[] = [];
@@ -299,8 +317,8 @@ function forwardPacked(
     values.push(v);
     const only = l === nLayers - 1 ? last : undefined;
     // The residual stream and the queries at the picked rows alone: S_n [x_n | q_n], sequence by sequence.
-    const [rowsX, rowsQ] = only ? tf.split(selectRows(tf.concat([x, q], 1), lengths, only.selects), 2, 1) : [x, q];
-    const attended = causalAttention(rowsQ, k, v, { querySizes: only?.sizes ?? lengths, keySizes: lengths }, only?.masks ?? fullMasks, weights.config);
+    const [rowsX, rowsQ] = only ? tf.split(selectRows(tf.concat([x, q], 1), segments, only.selects), 2, 1) : [x, q];
+    const attended = causalAttention(rowsQ, k, v, segments, only?.groups ?? everyGroup, weights.config);
     x = tf.add(rowsX, tf.matMul(attended, p('attn.wo')));
     x = tf.add(x, mlp(weights, l, x));
   }
@@ -308,13 +326,31 @@ function forwardPacked(
   return { hidden, keys, values };
 }
 
-/** S_n t_n for each sequence's rows t_n of packed t [sum T, F] (lengths[n] rows each), packed: [sum K, F]. */
-function selectRows(t: tf.Tensor, lengths: readonly number[], selects: readonly tf.Tensor[]): tf.Tensor {
-  if (lengths.length === 1) return tf.matMul(selects[0], t);
-  return tf.concat(
-    tf.split(t, [...lengths], 0).map((rows, n) => tf.matMul(selects[n], rows)),
-    0,
-  );
+/** Fewer shared tokens than this are not worth the extra attention ops of sharing them. */
+const MIN_SHARED_PREFIX = 8;
+
+/**
+ * How many leading tokens every one of `sequences` shares, to run once: none for a single
+ * sequence, and never a row that is one of the `outputs` or a sequence's last token (each must
+ * keep a row of its own). 0 when fewer than MIN_SHARED_PREFIX.
+ */
+function sharedPrefix(sequences: readonly { ids: readonly number[]; outputs?: readonly number[] }[]): number {
+  if (sequences.length < 2 || sequences.some(({ outputs }) => outputs === undefined)) return 0;
+  const [first] = sequences;
+  let shared = Math.min(...sequences.map(({ ids, outputs }) => Math.min(ids.length - 1, outputs![0])));
+  for (const { ids } of sequences) {
+    let i = 0;
+    while (i < shared && ids[i] === first.ids[i]) i++;
+    shared = i;
+  }
+  return shared >= MIN_SHARED_PREFIX ? shared : 0;
+}
+
+/** S_n t_n for the picked segments of packed t [sum of segments, F], packed in turn: [sum K, F]. */
+function selectRows(t: tf.Tensor, segments: readonly number[], selects: readonly { segment: number; select: tf.Tensor }[]): tf.Tensor {
+  const pieces = segments.length === 1 ? [t] : tf.split(t, [...segments], 0);
+  const picked = selects.map(({ segment, select }) => tf.matMul(select, pieces[segment]));
+  return picked.length === 1 ? picked[0] : tf.concat(picked, 0);
 }
 
 /** log softmax(hidden W_head / temperature) for each row of hidden [K, D] -> [K, V]. */
@@ -332,40 +368,63 @@ function pickTargets(rows: tf.Tensor2D, targets: readonly number[], vocabSize: n
   return tf.sum(tf.mul(rows, oneHot(targets, vocabSize)), 1) as tf.Tensor1D;
 }
 
+/** A run of query rows and the key segments (see `causalAttention`) they attend to, with their masks. */
+interface AttentionGroup {
+  queries: number;
+  keySegments: readonly number[];
+  /** Per head [queries, keys of the segments together]. */
+  masks: readonly tf.Tensor[];
+}
+
 /**
- * Causal self-attention over whole sequences, packed one after another: queries q [sum Q, D] and
- * keys and values k, v [sum T, D], sequence n owning querySizes[n] and keySizes[n] rows of them in
- * turn (its queries at positions p_0 < p_1 < ...: every position, or some, as its `masks` say),
- * each attending within its own rows -> [sum Q, D]. Head h owns feature columns h*hd .. (h+1)*hd-1
- * (hd = D / nHeads) of q, k and v, and its output the same columns; for each sequence:
+ * Causal self-attention over packed sequences: keys and values k, v [sum of segments, D] cut into
+ * `segments` (row counts, in order), and queries q [sum Q, D], group g owning groups[g].queries of
+ * them in turn and attending to the keys of its segments only (a sequence's own, after a prefix
+ * it shares with others), with its masks -> [sum Q, D]. Head h owns feature columns h*hd ..
+ * (h+1)*hd-1 (hd = D / nHeads) of q, k and v, and its output the same columns; for each group:
  *
  *   S_h   = (q_h / sqrt(hd)) k_h^T + mask_h     [Q, T]   mask_h[i, j]: -slope_h (p_i - j) for j <= p_i, MASKED above
  *   out_h = softmax_rows(S_h) v_h               [Q, hd]
  *   out   = [out_0 | out_1 | ... | out_{H-1}]   [Q, D]
  *
- * Two 2-D matMuls per head and sequence rather than batched 3-D ones: on wasm, 2-D products run
- * on XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
+ * Two 2-D matMuls per head and group rather than batched 3-D ones: on wasm, 2-D products run on
+ * XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
  * src/rl/gradients.ts, backward). The scaling, k's transpose (done explicitly, once: matMul's
- * transpose flags would also leave XNNPACK) and the cuts into heads and then sequences are done once
- * for the whole pack. Each sequence's result is computed from its own rows alone.
+ * transpose flags would also leave XNNPACK) and the cuts into heads and then segments are done
+ * once for the whole pack. Each group's result is computed from its own rows and segments alone.
  */
 function causalAttention(
   q: tf.Tensor,
   k: tf.Tensor,
   v: tf.Tensor,
-  { querySizes, keySizes }: { querySizes: readonly number[]; keySizes: readonly number[] },
-  masks: readonly (readonly tf.Tensor[])[],
+  segments: readonly number[],
+  groups: readonly AttentionGroup[],
   config: ModelConfig,
 ): tf.Tensor {
   const H = config.nHeads;
-  const bySequence = (t: tf.Tensor, sizes: readonly number[], axis: number) => (sizes.length === 1 ? [t] : tf.split(t, [...sizes], axis));
-  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1).map((qh) => bySequence(qh, querySizes, 0)); // H x N x [Q_n, hd], scaled
-  const kHeadsT = tf.split(tf.transpose(k), H, 0).map((kh) => bySequence(kh, keySizes, 1)); // H x N x [hd, T_n]
-  const vHeads = tf.split(v, H, 1).map((vh) => bySequence(vh, keySizes, 0)); // H x N x [T_n, hd]
-  const outHeads = qHeads.map((sequences, h) => {
-    const outs = sequences.map((qhn, n) => tf.matMul(tf.softmax(tf.add(tf.matMul(qhn, kHeadsT[h][n]), masks[n][h])), vHeads[h][n])); // [Q_n, hd]
-    return outs.length === 1 ? outs[0] : tf.concat(outs, 0);
-  });
+  const cut = (t: tf.Tensor, sizes: readonly number[], axis: number) => (sizes.length === 1 ? [t] : tf.split(t, [...sizes], axis));
+  const join = (pieces: tf.Tensor[], axis: number) => (pieces.length === 1 ? pieces[0] : tf.concat(pieces, axis));
+  const querySizes = groups.map(({ queries }) => queries);
+  const qHeads = tf.split(tf.mul(q, 1 / Math.sqrt(headDim(config))), H, 1).map((qh) => cut(qh, querySizes, 0)); // H x G x [Q_g, hd], scaled
+  const kHeadsT = tf.split(tf.transpose(k), H, 0).map((kh) => cut(kh, segments, 1)); // H x segments x [hd, rows]
+  const vHeads = tf.split(v, H, 1).map((vh) => cut(vh, segments, 0)); // H x segments x [rows, hd]
+  const outHeads = qHeads.map((queries, h) =>
+    join(
+      queries.map((qhg, g) => {
+        const { keySegments, masks } = groups[g];
+        const kT = join(
+          keySegments.map((segment) => kHeadsT[h][segment]),
+          1,
+        ); // [hd, T]
+        const vg = join(
+          keySegments.map((segment) => vHeads[h][segment]),
+          0,
+        ); // [T, hd]
+        return tf.matMul(tf.softmax(tf.add(tf.matMul(qhg, kT), masks[h])), vg); // [Q_g, hd]
+      }),
+      0,
+    ),
+  );
   return tf.concat(outHeads, 1);
 }
 
@@ -473,9 +532,17 @@ function assertSequence({ vocabSize, maxContext }: ModelConfig, ids: readonly nu
   if (bad >= 0) throw new Error(`token ${ids[bad]} at index ${bad} is outside the vocabulary (0..${vocabSize - 1})`);
 }
 
-/** [n, depth] float32 one-hot rows. (wasm's OneHot kernel writes int bits when asked for float32: cast instead.) */
+/**
+ * [n, depth] float32 one-hot rows, written on the host: one upload instead of three kernels, and
+ * any depth (tf.oneHot needs 2 or more, and on wasm writes int bits when asked for float32).
+ */
 function oneHot(ids: readonly number[], depth: number): tf.Tensor {
-  return tf.cast(tf.oneHot(tf.tensor1d(ids as number[], 'int32'), depth), 'float32');
+  const rows = new Float32Array(ids.length * depth);
+  ids.forEach((id, i) => {
+    if (!(Number.isInteger(id) && id >= 0 && id < depth)) throw new Error(`oneHot: index ${id} is outside 0..${depth - 1}`);
+    rows[i * depth + id] = 1;
+  });
+  return tf.tensor2d(rows, [ids.length, depth]);
 }
 
 /** y = (x - mean) / sqrt(var + eps) * gain + bias, statistics over the feature axis of x [N, D]. */
