@@ -126,6 +126,14 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(refused.output).toContain('--model: (model): Unrecognized key: "dmodel"');
   });
 
+  test('npm run bench:trainer', async () => {
+    const output = await expectSuccess('trainer', ['--sequences', '6', '--rounds', '1'], 60_000);
+    expect(output).toMatch(/^6 turns of random maps \(\d+ tokens, \d+ a turn\)/m);
+    expect(output).toMatch(new RegExp(`^every sequence alone +median ${NUMBER} ms a batch`, 'm'));
+    expect(output).toMatch(new RegExp(`^packed +median ${NUMBER} ms a batch`, 'm'));
+    expect(output).toMatch(new RegExp(`^packed / alone speed: +${NUMBER}x$`, 'm'));
+  });
+
   test('npm run bench:storage', async () => {
     const output = await expectSuccess('storage', ['--turns', '24'], 60_000);
     expect(output).toMatch(new RegExp(`^ +1 +${NUMBER} /s +${NUMBER} /s +durable is ${NUMBER}x slower`, 'm'));

@@ -184,6 +184,20 @@ describe.each([
     expectGradientsClose(packed.grads, full.grads);
   });
 
+  it('gives the loss and gradients of the full computation from one packed pass over copies of one sample', () => {
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE };
+    const copies = [samples[0], { ...samples[0], advantage: -samples[0].advantage / 2 }, samples[0]];
+    const packed = minibatchGradients(policy, [copies], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, 'token-mean');
+    const full = minibatchGradients(
+      policy,
+      copies.map((sample) => [sample]),
+      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
+      'token-mean',
+    );
+    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
+    expectGradientsClose(packed.grads, full.grads);
+  });
+
   it('gives the loss and gradients of the full computation when the sequences share a prefix (run once)', () => {
     const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE };
     // A system prompt every turn starts with, then turns of their own, trained at their end.

@@ -536,7 +536,7 @@ function assertSequence({ vocabSize, maxContext }: ModelConfig, ids: readonly nu
  * [n, depth] float32 one-hot rows, written on the host: one upload instead of three kernels, and
  * any depth (tf.oneHot needs 2 or more, and on wasm writes int bits when asked for float32).
  */
-function oneHot(ids: readonly number[], depth: number): tf.Tensor {
+export function oneHot(ids: readonly number[], depth: number): tf.Tensor2D {
   const rows = new Float32Array(ids.length * depth);
   ids.forEach((id, i) => {
     if (!(Number.isInteger(id) && id >= 0 && id < depth)) throw new Error(`oneHot: index ${id} is outside 0..${depth - 1}`);

@@ -9,7 +9,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../model/config';
-import { packedTargetScores, type TensorWeights } from '../model/transformer';
+import { oneHot, packedTargetScores, type TensorWeights } from '../model/transformer';
 
 export interface LossConfig {
   /** Clip range below 1: the ratio's floor is 1 - epsilon. */
@@ -144,15 +144,9 @@ export function maskedLogprobs(policy: TensorWeights, sequences: readonly Masked
     parts.length === sequences.length
       ? perPart
       : (tf.matMul(
-          tf.cast(
-            tf.oneHot(
-              tf.tensor1d(
-                sequences.map((sequence) => partOf.get(sequence)!),
-                'int32',
-              ),
-              parts.length,
-            ),
-            'float32',
+          oneHot(
+            sequences.map((sequence) => partOf.get(sequence)!),
+            parts.length,
           ),
           perPart,
         ) as tf.Tensor2D);

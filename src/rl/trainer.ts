@@ -2,12 +2,12 @@
  * The embedded trainer: the policy's weights as tf.Variables, updated by Adam on the clipped
  * policy-gradient loss (or, for the format warm-up, on cross-entropy).
  *
- * Each distinct sequence runs through the model once, at its own length, one gradient computation
- * for all of the samples that share it (`sameSequenceParts`: per-turn samples recur), and the
- * minibatch's gradient is their share-weighted sum (see `aggregationShare`). Nothing is padded,
- * memory stays that of one sequence's graph, and it measured as fast as one graph over the whole
- * minibatch. Policy and reference are scored at trained tokens only (`targetLogprobs`), all the
- * loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
+ * Each distinct sequence runs through the model once, for all of the samples that share it
+ * (`sameSequenceParts`: per-turn samples recur), and many of them in one packed pass (see
+ * `gradients`, and `packedTargetScores` for how: nothing is padded, and a prefix they all share
+ * runs once); the minibatch's gradient is the share-weighted sum over the passes (see
+ * `aggregationShare`). Policy and reference are scored at trained tokens only (`targetLogprobs`),
+ * all the loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { SamplingConfigSchema, TrainerConfigSchema, type TrainerConfig } from '../../config/schema';
@@ -72,6 +72,11 @@ export interface TrainerOptions extends Partial<Omit<TrainerSettings, 'loss'>> {
   reference?: ModelWeights;
   /** Settings left out take the config schema's defaults. */
   loss?: Partial<LossConfig>;
+  /**
+   * Distinct tokens run through the model in one packed pass (default PACK_TOKENS); 1 runs every
+   * sequence alone, as `npm run bench:trainer` compares.
+   */
+  packTokens?: number;
 }
 
 export interface TrainMetrics {
@@ -128,9 +133,10 @@ type TrustRegionOutcome = Required<Pick<TrainMetrics, 'proposedUpdateKl' | 'upda
 const SHORTENINGS = 4;
 /**
  * Distinct tokens run through the model in one packed pass while training (see `gradients`). A
- * graph's memory grows with it; the op count per sequence falls with more sequences a pass.
+ * graph's memory grows with it and the op count per sequence falls; 2048 and 4096 measured alike,
+ * 16384 twice as slow (`npm run bench:trainer`, with a temporary change of this value).
  */
-const CHUNK_TOKENS = 4096;
+const PACK_TOKENS = 4096;
 
 interface SavedState {
   params: Record<string, tf.Tensor>;
@@ -147,6 +153,7 @@ export class PolicyTrainer {
   readonly adamEpsilon: number;
   readonly optimizerStepsPerBatch: number;
   readonly maxUpdateKl: number | undefined;
+  private readonly packTokens: number;
   private readonly names: string[];
   private readonly params: Params;
   /** Adam's moment estimates per parameter, and the number of updates so far. */
@@ -162,7 +169,7 @@ export class PolicyTrainer {
     return new PolicyTrainer(options);
   }
 
-  private constructor({ weights, optimizer, reference, loss, ...settings }: TrainerOptions) {
+  private constructor({ weights, optimizer, reference, loss, packTokens = PACK_TOKENS, ...settings }: TrainerOptions) {
     const { learningRate, maxGradNorm, adamEpsilon, optimizerStepsPerBatch, maxUpdateKl } = { ...SCHEMA_DEFAULTS, ...settings };
     const problem = weightsProblem(weights);
     if (problem) throw new Error(`invalid weights: ${problem}`);
@@ -190,6 +197,8 @@ export class PolicyTrainer {
     this.adamEpsilon = adamEpsilon;
     this.optimizerStepsPerBatch = optimizerStepsPerBatch;
     this.maxUpdateKl = maxUpdateKl;
+    if (!(Number.isSafeInteger(packTokens) && packTokens > 0)) throw new Error(`packTokens must be a positive integer, got ${packTokens}`);
+    this.packTokens = packTokens;
     this.names = parameterSpecs(this.config).map(({ name }) => name);
     const state = optimizer ?? zeroState(weights);
     const stateProblem = !(Number.isSafeInteger(state.step) && state.step >= 0)
@@ -428,7 +437,7 @@ export class PolicyTrainer {
   /**
    * Gradients of a minibatch's loss, a chunk of parts (each part: the samples of one sequence) at a
    * time: loss(minibatch) = sum_c share_c * loss(chunk c), share_c from `aggregationShare`. A chunk
-   * holds whole parts up to CHUNK_TOKENS distinct tokens, run through the model in one packed pass.
+   * holds whole parts up to PACK_TOKENS distinct tokens, run through the model in one packed pass.
    * `lossOf` gets a chunk and the index of its first part. Returns the loss and the summed gradients.
    */
   private gradients<S extends MaskedSequence>(
@@ -441,7 +450,7 @@ export class PolicyTrainer {
     const grads: Record<string, tf.Tensor> = {};
     let loss = 0;
     try {
-      for (const { chunk, firstPart } of chunksOf(parts)) {
+      for (const { chunk, firstPart } of chunksOf(parts, this.packTokens)) {
         const share = aggregationShare(chunk.flat(), minibatch, aggregation);
         const { value, grads: chunkGrads } = tf.variableGrads(() => tf.mul(lossOf(chunk, firstPart), share), variables);
         loss += take(value);
@@ -513,14 +522,14 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
 }
 
 /** `items` as `parts` contiguous runs whose lengths differ by at most one. */
-/** `parts` in order, in chunks of whole parts of at most CHUNK_TOKENS distinct tokens (one part at least). */
-function chunksOf<S extends MaskedSequence>(parts: readonly S[][]): { chunk: S[][]; firstPart: number }[] {
+/** `parts` in order, in chunks of whole parts of at most `packTokens` distinct tokens (one part at least). */
+function chunksOf<S extends MaskedSequence>(parts: readonly S[][], packTokens: number): { chunk: S[][]; firstPart: number }[] {
   const chunks: { chunk: S[][]; firstPart: number }[] = [];
   let tokens = 0;
   parts.forEach((part, index) => {
     const size = part[0].ids.length;
     const current = chunks.at(-1);
-    if (current && tokens + size <= CHUNK_TOKENS) {
+    if (current && tokens + size <= packTokens) {
       current.chunk.push(part);
       tokens += size;
     } else {

@@ -1,0 +1,104 @@
+/**
+ * How fast the embedded trainer takes a train step: the same batch of random-map FrozenLake turns
+ * (as a run's agent shows them, each answered with one move) trained with every sequence run
+ * through the model alone, and packed (many sequences a pass, the prefix they share run once: what
+ * the trainer does), alternated round by round, printed side by side with their ratio.
+ *
+ *   npm run build && npm run bench:trainer -- [--config FILE] [--sequences 240] [--rounds 3]
+ */
+import { parseArgs } from 'node:util';
+import { createRng, type Rng } from '../src/core/random';
+import { encode, renderConversationStart, SPECIAL_TOKENS } from '../src/core/tokenizer';
+import { legalMoves } from '../src/agents/frozenlakeAgent';
+import { ACTION_NAMES, FrozenLake, type FrozenLakeObservation } from '../src/envs/frozenlake';
+import { modelConfig } from '../src/model/config';
+import { initWeights } from '../src/model/weights';
+import { createAgent, createEnvironment } from '../src/plugins/registry';
+import type { TrainingSample } from '../src/rl/loss';
+import { PolicyTrainer, trainerSettings } from '../src/rl/trainer';
+import { loadRunConfig } from '../src/runConfig';
+import type { RunConfig } from '../config/schema';
+
+const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
+
+interface Options {
+  config: string;
+  /** Per-turn samples in the batch: a random-map step trains ~150-300. */
+  sequences: number;
+  rounds: number;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string', default: DEFAULT_CONFIG },
+      sequences: { type: 'string', default: '240' },
+      rounds: { type: 'string', default: '3' },
+    },
+  });
+  const count = (name: string, text: string) => {
+    const value = Number(text);
+    if (!(Number.isSafeInteger(value) && value > 0)) throw new Error(`--${name} must be a positive integer, got '${text}'`);
+    return value;
+  };
+  return { config: values.config, sequences: count('sequences', values.sequences), rounds: count('rounds', values.rounds) };
+}
+
+/** One turn of a random map at a random frozen cell, answered with a random legal move. */
+function randomTurn(config: RunConfig, rng: Rng): TrainingSample {
+  for (;;) {
+    const env = createEnvironment(config.env, Math.floor(rng() * 2 ** 31), 'train');
+    if (!(env instanceof FrozenLake)) throw new Error(`bench:trainer needs env frozenlake, got ${config.env.name}`);
+    const { size } = env.options;
+    const [row, col] = [Math.floor(rng() * size), Math.floor(rng() * size)];
+    if (!'FS'.includes(env.grid[row][col])) continue;
+    const observation: FrozenLakeObservation = { grid: [...env.grid], row, col, size, steps: 0 };
+    const moves = legalMoves(observation);
+    const prompt = renderConversationStart(createAgent(config.agent, env).begin(observation).messages);
+    const answer = [...encode(ACTION_NAMES[moves[Math.floor(rng() * moves.length)]]), SPECIAL_TOKENS.end];
+    const ids = [...prompt, ...answer];
+    const trained = ids.map((_, i) => (i >= prompt.length ? 1 : 0));
+    return { ids, lossMask: trained, behaviourLogprobs: trained.map((m) => (m ? -0.3 : 0)), advantage: rng() * 2 - 1 };
+  }
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const config = loadRunConfig(options.config);
+  if (config.model.path !== undefined) throw new Error(`${options.config}: bench:trainer measures the embedded trainer; this config names a real model`);
+  const { seed, checkpoint: _checkpoint, path: _path, ...architecture } = config.model;
+  const model = modelConfig(architecture);
+  const rng = createRng(config.run.seed);
+  const batch = Array.from({ length: options.sequences }, () => randomTurn(config, rng));
+  const tokens = batch.reduce((sum, { ids }) => sum + ids.length, 0);
+  console.log(
+    `${options.sequences} turns of random maps (${tokens} tokens, ${(tokens / options.sequences).toFixed(0)} a turn), ` +
+      `model ${JSON.stringify(model)}, ${config.trainer.optimizerStepsPerBatch} Adam steps a batch`,
+  );
+
+  const settings = trainerSettings(config.trainer, config.sampling.temperature);
+  const ways = [
+    { label: 'every sequence alone', packTokens: 1 },
+    { label: 'packed', packTokens: undefined },
+  ];
+  const trainers = await Promise.all(ways.map(({ packTokens }) => PolicyTrainer.create({ ...settings, weights: initWeights(model, seed), packTokens })));
+  // One batch each first: tfjs compiles and allocates on the first pass.
+  for (const trainer of trainers) trainer.trainBatch(batch);
+  const times: number[][] = ways.map(() => []);
+  for (let round = 0; round < options.rounds; round++) {
+    trainers.forEach((trainer, i) => times[i].push(trainer.trainBatch(batch).stepMs));
+  }
+  ways.forEach(({ label }, i) =>
+    console.log(`${label.padEnd(22)} median ${median(times[i]).toFixed(0)} ms a batch (${times[i].map((t) => t.toFixed(0)).join(', ')})`),
+  );
+  console.log(`packed / alone speed:  ${(median(times[0]) / median(times[1])).toFixed(2)}x`);
+  for (const trainer of trainers) trainer.dispose();
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exitCode = 1;
+});
