@@ -103,6 +103,20 @@ function minibatchGradients(
   return { loss, grads };
 }
 
+/** One packed pass over `minibatch` gives the loss and gradients of one full pass per sample. */
+function expectOnePassLikeFull(policy: TensorWeights, minibatch: TrainingSample[], lossConfig: LossConfig): void {
+  const { aggregation } = lossConfig;
+  const packed = minibatchGradients(policy, [minibatch], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, aggregation);
+  const full = minibatchGradients(
+    policy,
+    minibatch.map((sample) => [sample]),
+    ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
+    aggregation,
+  );
+  expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
+  expectGradientsClose(packed.grads, full.grads);
+}
+
 function expectGradientsClose(actual: Record<string, Float32Array>, expected: Record<string, Float32Array>): void {
   for (const [name, want] of Object.entries(expected)) {
     const scale = Math.max(...want.map(Math.abs));
@@ -173,29 +187,13 @@ describe.each([
     const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE, aggregation };
     // A recurring sample, as per-turn samples recur: its rows come from one scored sequence.
     const minibatch = [...samples, samples[1]];
-    const packed = minibatchGradients(policy, [minibatch], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, aggregation);
-    const full = minibatchGradients(
-      policy,
-      minibatch.map((sample) => [sample]),
-      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
-      aggregation,
-    );
-    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
-    expectGradientsClose(packed.grads, full.grads);
+    expectOnePassLikeFull(policy, minibatch, lossConfig);
   });
 
   it('gives the loss and gradients of the full computation from one packed pass over copies of one sample', () => {
     const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE };
     const copies = [samples[0], { ...samples[0], advantage: -samples[0].advantage / 2 }, samples[0]];
-    const packed = minibatchGradients(policy, [copies], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, 'token-mean');
-    const full = minibatchGradients(
-      policy,
-      copies.map((sample) => [sample]),
-      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
-      'token-mean',
-    );
-    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
-    expectGradientsClose(packed.grads, full.grads);
+    expectOnePassLikeFull(policy, copies, lossConfig);
   });
 
   it('gives the loss and gradients of the full computation when the sequences share a prefix (run once)', () => {
@@ -213,15 +211,7 @@ describe.each([
         advantage: rng() * 2 - 1,
       };
     });
-    const packed = minibatchGradients(policy, [minibatch], (all) => policyLoss(lossInputs(policy, all, TEMPERATURE), lossConfig).loss, 'token-mean');
-    const full = minibatchGradients(
-      policy,
-      minibatch.map((sample) => [sample]),
-      ([sample]) => policyLoss(fullInputs(policy, sample), lossConfig).loss,
-      'token-mean',
-    );
-    expect(Math.abs(packed.loss - full.loss)).toBeLessThanOrEqual(1e-4 * Math.abs(full.loss) + 1e-7);
-    expectGradientsClose(packed.grads, full.grads);
+    expectOnePassLikeFull(policy, minibatch, lossConfig);
   });
 
   it('gives the supervised loss and gradients of the full computation', () => {
