@@ -10,8 +10,8 @@
  *   logits = LN_f(x) W_head
  *
  * Two forward paths share the blocks:
- * - full sequence (`tokenLogprobs`, `targetLogprobs`, `prefill`): ops that all have gradients on wasm,
- *   for the trainer;
+ * - full sequences (`tokenLogprobs`, `targetLogprobs`, `prefill`, and `packedTargetScores` for
+ *   many at once): ops that all have gradients on wasm, for the trainer;
  * - incremental (`decodeStep`): one new token per running sequence against a KVCache, for the engine.
  *   Its op count does not depend on the batch size, every op is row-independent, and attention
  *   reads each row's own cache alone, so a sequence's logits are bit-identical whatever else is in
