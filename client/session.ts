@@ -79,9 +79,10 @@ export class RunInterrupted extends Error {
 /**
  * `fn`'s result, or RunInterrupted as soon as `signal` aborts. `fn` gets a signal of its own to run
  * its gRPC calls under (`client.withAbortSignal`), aborted when this returns: an interrupted wait's
- * call is cancelled before the caller closes the connection. Left running, it would end with the
- * connection, and a retry the client schedules then (it retries UNAVAILABLE) fails on the closed
- * channel in a timer, which no caller can catch, and the process dies before it can clean up.
+ * call is cancelled before the caller closes the connection. A call left running past the close
+ * can get a retry scheduled by the client (it retries UNAVAILABLE and a few other codes), which then
+ * fails on the closed channel in a timer that no caller can catch: a benchmark once died so
+ * ("Channel has been shut down"), before it could end its run's workflows.
  *
  * One listener on `signal` for the whole wait: the client's withAbortSignal adds one to its signal
  * per gRPC call and never removes it, and a long `result()` long-polls many times, so those go on
