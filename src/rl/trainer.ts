@@ -133,8 +133,9 @@ type TrustRegionOutcome = Required<Pick<TrainMetrics, 'proposedUpdateKl' | 'upda
 const SHORTENINGS = 4;
 /**
  * Distinct tokens run through the model in one packed pass while training (see `gradients`). A
- * graph's memory grows with it and the op count per sequence falls. Timed once on 250 turns of
- * ~110 tokens, one train step each: 2048 and 4096 alike (2.6-2.7 and 2.5 s), 16384 twice as slow.
+ * graph's memory grows with it and the op count per sequence falls. Timed once by a scratch script
+ * (not kept) on 250 turns of ~110 tokens, a train step each: 2048 and 4096 alike (2.6-2.7 and
+ * 2.5 s), 16384 twice as slow.
  */
 const PACK_TOKENS = 4096;
 
@@ -437,7 +438,7 @@ export class PolicyTrainer {
   /**
    * Gradients of a minibatch's loss, a chunk of parts (each part: the samples of one sequence) at a
    * time: loss(minibatch) = sum_c share_c * loss(chunk c), share_c from `aggregationShare`. A chunk
-   * holds whole parts up to PACK_TOKENS distinct tokens, run through the model in one packed pass.
+   * holds whole parts up to `packTokens` distinct tokens, run through the model in one packed pass.
    * `lossOf` gets a chunk and the index of its first part. Returns the loss and the summed gradients.
    */
   private gradients<S extends MaskedSequence>(
@@ -521,7 +522,6 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
   return { norm, clipped: Object.fromEntries(Object.entries(grads).map(([name, g]) => [name, tf.mul(g, scale)])) };
 }
 
-/** `items` as `parts` contiguous runs whose lengths differ by at most one. */
 /** `parts` in order, in chunks of whole parts of at most `packTokens` distinct tokens (one part at least). */
 function chunksOf<S extends MaskedSequence>(parts: readonly S[][], packTokens: number): { chunk: S[][]; firstPart: number }[] {
   const chunks: { chunk: S[][]; firstPart: number }[] = [];
@@ -540,6 +540,7 @@ function chunksOf<S extends MaskedSequence>(parts: readonly S[][], packTokens: n
   return chunks;
 }
 
+/** `items` as `parts` contiguous runs whose lengths differ by at most one. */
 function split<T>(items: readonly T[], parts: number): T[][] {
   return Array.from({ length: parts }, (_, k) => items.slice(Math.floor((k * items.length) / parts), Math.floor(((k + 1) * items.length) / parts)));
 }
@@ -557,7 +558,6 @@ function copyValues(tensors: Params): Record<string, Float32Array> {
   return Object.fromEntries(Object.entries(tensors).map(([name, tensor]) => [name, new Float32Array(tensor.dataSync() as Float32Array)]));
 }
 
-/** The value of a one-element tensor. */
 /** Each part's first row of `logprobs` [rows, width] (rows: the parts' samples in turn), cut to its sequence's n-1 targets. */
 function firstRowsOfParts(logprobs: tf.Tensor, chunk: readonly MaskedSequence[][]): Float32Array[] {
   const values = logprobs.dataSync() as Float32Array;
@@ -570,6 +570,7 @@ function firstRowsOfParts(logprobs: tf.Tensor, chunk: readonly MaskedSequence[][
   });
 }
 
+/** The value of a one-element tensor. */
 function read(tensor: tf.Tensor): number {
   return tensor.dataSync()[0];
 }
