@@ -152,12 +152,11 @@ export function sequenceLogprobs(weights: TensorWeights, ids: readonly number[],
  * laid out as a row of the KV cache.
  */
 export function prefill(weights: TensorWeights, ids: readonly number[]): { logits: Float32Array; kv: SequenceKV } {
-  const { dModel } = weights.config;
   const outputs = tf.tidy(() => {
-    const { hidden, keys, values } = forwardSequence(weights, ids);
-    const last = tf.slice(hidden, [ids.length - 1, 0], [1, dModel]);
+    // The last block past its keys and values only for the last row, the one whose logits are needed.
+    const { hidden, keys, values } = forwardSequence(weights, ids, [ids.length - 1]);
     const rows = keys.map((k, l) => rowLayout(k, values[l], weights.config));
-    return { logits: tf.matMul(last, param(weights, 'head')), keys: rows.map((row) => row.keys), values: rows.map((row) => row.values) };
+    return { logits: tf.matMul(hidden, param(weights, 'head')), keys: rows.map((row) => row.keys), values: rows.map((row) => row.values) };
   });
   const read = (t: tf.Tensor) => t.dataSync() as Float32Array;
   const result = {
