@@ -2,7 +2,9 @@
  * How fast the embedded trainer takes a train step: the same batch of random-map FrozenLake turns
  * (as a run's agent shows them, each answered with one move) trained with every sequence run
  * through the model alone, and packed (many sequences a pass, the prefix they share run once: what
- * the trainer does), alternated round by round, printed side by side with their ratio.
+ * the trainer does), the packed pass both with tfjs's own Slice and SplitV kernels and with
+ * trajflow's (src/model/wasmKernels.ts), alternated round by round, printed side by side with their
+ * ratios.
  *
  *   npm run build && npm run bench:trainer -- [--config FILE] [--sequences 240] [--rounds 3]
  */
@@ -12,6 +14,7 @@ import { encode, renderConversationStart, SPECIAL_TOKENS } from '../src/core/tok
 import { legalMoves } from '../src/agents/frozenlakeAgent';
 import { ACTION_NAMES, FrozenLake, type FrozenLakeObservation } from '../src/envs/frozenlake';
 import { modelConfig } from '../src/model/config';
+import { useSlicing } from '../src/model/wasmKernels';
 import { initWeights } from '../src/model/weights';
 import { createAgent, createEnvironment } from '../src/plugins/registry';
 import type { TrainingSample } from '../src/rl/loss';
@@ -80,21 +83,27 @@ async function main(): Promise<void> {
   );
 
   const settings = trainerSettings(config.trainer, config.sampling.temperature);
-  const ways = [
-    { label: 'every sequence alone', packTokens: 1 },
-    { label: 'packed', packTokens: undefined },
+  const ways: { label: string; packTokens?: number; slicing: 'heap' | 'tfjs' }[] = [
+    { label: 'every sequence alone', packTokens: 1, slicing: 'heap' },
+    { label: 'packed, tfjs slicing', slicing: 'tfjs' },
+    { label: 'packed', slicing: 'heap' },
   ];
   const trainers = await Promise.all(ways.map(({ packTokens }) => PolicyTrainer.create({ ...settings, weights: initWeights(model, seed), packTokens })));
+  const step = (i: number) => {
+    useSlicing(ways[i].slicing);
+    return trainers[i].trainBatch(batch).stepMs;
+  };
   // One batch each first: tfjs compiles and allocates on the first pass.
-  for (const trainer of trainers) trainer.trainBatch(batch);
+  trainers.forEach((_, i) => step(i));
   const times: number[][] = ways.map(() => []);
-  for (let round = 0; round < options.rounds; round++) {
-    trainers.forEach((trainer, i) => times[i].push(trainer.trainBatch(batch).stepMs));
-  }
+  for (let round = 0; round < options.rounds; round++) trainers.forEach((_, i) => times[i].push(step(i)));
+  useSlicing('heap');
   ways.forEach(({ label }, i) =>
     console.log(`${label.padEnd(22)} median ${median(times[i]).toFixed(0)} ms a batch (${times[i].map((t) => t.toFixed(0)).join(', ')})`),
   );
-  console.log(`packed / alone speed:  ${(median(times[0]) / median(times[1])).toFixed(2)}x`);
+  const speed = (slower: number, faster: number) => `${(median(times[slower]) / median(times[faster])).toFixed(2)}x`;
+  console.log(`packed / alone speed:               ${speed(0, 2)}`);
+  console.log(`heap / tfjs slicing speed (packed): ${speed(1, 2)}`);
   for (const trainer of trainers) trainer.dispose();
 }
 

@@ -5,7 +5,10 @@
  * child process (a train step holds its process's event loop).
  */
 import { promises as fs } from 'node:fs';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { RunConfig } from '../config/schema';
+import { rolloutIdOf } from '../src/core/ids';
+import type { Logger } from '../src/log';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import type { EvaluationRecord } from '../activities/evaluation';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -91,11 +94,38 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
     });
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
+    const wallSeconds = (Date.now() - startedAt) / 1000;
+    if (options.local) await awaitRollout(client, runId, logger, signal);
     const curve = await readLearningCurve(layout);
     const evaluations = await readEvaluations(layout);
     await fs.writeFile(layout.learningCurveFile, formatCurveCsv(curve, evaluations));
-    return { result, curve, evaluations, wallSeconds: (Date.now() - startedAt) / 1000 };
+    return { result, curve, evaluations, wallSeconds };
   } finally {
     await Promise.all([stopWorker(trainer), session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
+  }
+}
+
+/** How long a local run waits, once trained, for the groups its rollout had started. */
+const ROLLOUT_SETTLE_MS = 120_000;
+
+/**
+ * Waits (at most ROLLOUT_SETTLE_MS) for the run's rollout controller to close. When a run ends (its
+ * last step, or a stop) the controller starts no new group, and the groups it had started still
+ * finish and are recorded; a local run's workers stay up for that, or those groups would wait in
+ * Temporal and resume on whatever workers start next, another run's.
+ */
+async function awaitRollout(client: Client, runId: string, logger: Logger, signal: AbortSignal | undefined): Promise<void> {
+  const timeout = AbortSignal.timeout(ROLLOUT_SETTLE_MS);
+  const controller = client.workflow.getHandle(rolloutIdOf(runId));
+  try {
+    await unlessInterrupted(runId, signal ? AbortSignal.any([signal, timeout]) : timeout, (calls) => client.withAbortSignal(calls, () => controller.result()));
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return; // stopped before its rollout started
+    if (err instanceof RunInterrupted && !signal?.aborted) {
+      logger.warn({ runId, waitedMs: ROLLOUT_SETTLE_MS }, 'the rollout still has groups running; they finish when workers next poll');
+      return;
+    }
+    if (err instanceof RunInterrupted) throw err;
+    logger.warn({ runId, err }, 'the rollout controller did not complete');
   }
 }

@@ -89,6 +89,24 @@ const NUMBER = String.raw`\d+(\.\d+)?`;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** How many workflows of `runId` are still running on the server at `address`, once visibility has caught up (up to 10 s). */
+async function workflowsLeftRunning(address: string, runId: string): Promise<number> {
+  const connection = await Connection.connect({ address });
+  try {
+    const client = new Client({ connection });
+    const running = async () => {
+      let count = 0;
+      for await (const _ of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) count++;
+      return count;
+    };
+    let left = await running();
+    for (const deadline = Date.now() + 10_000; left > 0 && Date.now() < deadline; left = await running()) await sleep(500);
+    return left;
+  } finally {
+    await connection.close();
+  }
+}
+
 describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench: engine batching and orchestration overhead', async () => {
     const output = await expectSuccess('index', ['--quick'], 120_000);
@@ -131,7 +149,9 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(output).toMatch(/^6 turns of random maps \(\d+ tokens, \d+ a turn\)/m);
     expect(output).toMatch(new RegExp(`^every sequence alone +median ${NUMBER} ms a batch`, 'm'));
     expect(output).toMatch(new RegExp(`^packed +median ${NUMBER} ms a batch`, 'm'));
+    expect(output).toMatch(new RegExp(`^packed, tfjs slicing +median ${NUMBER} ms a batch`, 'm'));
     expect(output).toMatch(new RegExp(`^packed / alone speed: +${NUMBER}x$`, 'm'));
+    expect(output).toMatch(new RegExp(`^heap / tfjs slicing speed \\(packed\\): +${NUMBER}x$`, 'm'));
   });
 
   test('npm run bench:storage', async () => {
@@ -212,21 +232,7 @@ describe('benchmark scripts at tiny sizes', () => {
       // At least the training workflow and its rollout controller were still running.
       expect(Number(terminated)).toBeGreaterThanOrEqual(2);
       expect(run.output).not.toContain('stays in Temporal');
-      const connection = await Connection.connect({ address });
-      try {
-        const client = new Client({ connection });
-        const running = async () => {
-          let count = 0;
-          for await (const _ of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) count++;
-          return count;
-        };
-        // Visibility may lag the terminations by a moment.
-        let left = await running();
-        for (const deadline = Date.now() + 10_000; left > 0 && Date.now() < deadline; left = await running()) await sleep(500);
-        expect(left).toBe(0);
-      } finally {
-        await connection.close();
-      }
+      expect(await workflowsLeftRunning(address, runId)).toBe(0);
     } finally {
       await stopDevServer(dataDir);
     }
@@ -235,9 +241,16 @@ describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench:learning --minutes stops each run at its time limit and judges the steps it took', async () => {
     const { dataDir, configFile } = smallTrainingConfig('learning-minutes', 'long.json', 500, { eval: { everySteps: 1, episodes: 2 } });
     const address = `127.0.0.1:${await freePort()}`;
-    const output = await expectSuccess('learning', ['--config', configFile, '--minutes', '0.25'], 180_000, { TEMPORAL_ADDRESS: address }).finally(() =>
-      stopDevServer(dataDir),
-    );
+    let output: string;
+    let runId: string;
+    try {
+      output = await expectSuccess('learning', ['--config', configFile, '--minutes', '0.25'], 180_000, { TEMPORAL_ADDRESS: address });
+      runId = /^long\.json seed 1 #1 \((.+)\):/m.exec(output)![1];
+      // The groups its rollout had started finished before the bench's workers stopped.
+      expect(await workflowsLeftRunning(address, runId)).toBe(0);
+    } finally {
+      await stopDevServer(dataDir);
+    }
     const [, steps, seconds] = /^long\.json seed 1 #1 \(.+\): (\d+) steps in (\d+) s/m.exec(output) ?? [];
     expect(Number(steps)).toBeGreaterThan(0);
     expect(Number(steps)).toBeLessThan(500);

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { initBackend } from '../src/model/backend';
-import { registerHeapSlicing } from '../src/model/wasmKernels';
+import { useSlicing } from '../src/model/wasmKernels';
 // Registers tfjs's gradients (the split's among them).
 import '../src/rl/gradients';
 
@@ -22,12 +22,19 @@ function expectedSlice(values: readonly number[], shape: readonly number[], begi
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i * 1.5 - 7);
 
 describe('wasm Slice and SplitV from the heap', () => {
-  it('run on the wasm backend, registered once however often asked', () => {
+  it('run on the wasm backend, and can be swapped for tfjs’s own and back', () => {
     expect(tf.getBackend()).toBe('wasm');
-    const registered = tf.getKernel('Slice', 'wasm')!.kernelFunc;
-    registerHeapSlicing();
-    expect(tf.getKernel('Slice', 'wasm')!.kernelFunc).toBe(registered);
-    // Strings still reach tfjs's own kernel rather than a loop back into this one.
+    const heap = tf.getKernel('Slice', 'wasm')!.kernelFunc;
+    useSlicing('tfjs');
+    const tfjs = tf.getKernel('Slice', 'wasm')!.kernelFunc;
+    expect(tfjs).not.toBe(heap);
+    useSlicing('heap');
+    useSlicing('heap');
+    expect(tf.getKernel('Slice', 'wasm')!.kernelFunc).not.toBe(tfjs);
+    useSlicing('tfjs');
+    expect(tf.getKernel('Slice', 'wasm')!.kernelFunc).toBe(tfjs);
+    useSlicing('heap');
+    // Strings go to tfjs's kernel, not round into this one.
     expect(tf.slice(tf.tensor1d(['a', 'b', 'c'], 'string'), [1], [1]).arraySync()).toEqual(['b']);
   });
 

@@ -158,8 +158,8 @@ export class RolloutController {
     try {
       await getExternalWorkflowHandle(input.training.trainerWorkflowId).signal(groupReadySignal, summary);
     } catch (err) {
-      // The training run was stopped and has ended: the group stays recorded, untrained.
-      log.warn('training workflow has ended; group not handed over', { groupId: summary.groupId, error: String(err) });
+      // The training run has ended (it stops admission first): the group stays recorded, untrained.
+      log.info('training workflow has ended; group not handed over', { groupId: summary.groupId, error: String(err) });
     }
   }
 

@@ -5,7 +5,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 // Importing the package registers the 'wasm' backend.
 import { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
-import { registerHeapSlicing } from './wasmKernels';
+import { useSlicing } from './wasmKernels';
 
 let ready: Promise<void> | undefined;
 
@@ -14,7 +14,7 @@ export function initBackend(): Promise<void> {
   ready ??= (async () => {
     if (!(await tf.setBackend('wasm'))) throw new Error('tfjs could not initialize its wasm backend');
     await tf.ready();
-    registerHeapSlicing();
+    useSlicing('heap');
   })();
   return ready;
 }

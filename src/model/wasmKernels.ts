@@ -10,36 +10,48 @@ import type { BackendWasm } from '@tensorflow/tfjs-backend-wasm';
 
 type TensorInfo = tf.TensorInfo;
 
-/** Replaces the wasm backend's Slice and SplitV kernels (once per thread, after the backend is ready). */
-export function registerHeapSlicing(): void {
-  // Once per registry: a second registration would take the first's kernels for tfjs's.
-  if (FROM_HEAP in tf.getKernel('Slice', 'wasm')!.kernelFunc) return;
-  const original = {
-    slice: tf.getKernel('Slice', 'wasm')!.kernelFunc,
-    splitV: tf.getKernel('SplitV', 'wasm')!.kernelFunc,
+/**
+ * Which kernels slice on the wasm backend once it is ready: these (what `initBackend` picks), or
+ * tfjs's own (for a benchmark to compare the two side by side). Asking again is harmless.
+ */
+export function useSlicing(kernels: 'heap' | 'tfjs'): void {
+  const tfjs = {
+    slice: tfjsKernel('Slice'),
+    splitV: tfjsKernel('SplitV'),
   };
-  replaceKernel('Slice', (args) => {
-    const { inputs, attrs, backend } = args as unknown as KernelArgs<{ begin: number | number[]; size: number | number[] }>;
-    const { x } = inputs;
-    if (x.dtype === 'string') return original.slice(args);
-    const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, attrs.begin, attrs.size);
-    return sliceFromHeap(backend, x, begin, size);
-  });
-  replaceKernel('SplitV', (args) => {
-    const { inputs, attrs, backend } = args as unknown as KernelArgs<{ numOrSizeSplits: number | number[]; axis: number }>;
-    const { x } = inputs;
-    if (x.dtype === 'string') return original.splitV(args);
-    const axis = tf.util.parseAxisParam(attrs.axis, x.shape)[0];
-    const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, attrs.numOrSizeSplits, axis);
-    const begin = x.shape.map(() => 0);
-    return sizes.map((length) => {
-      const size = [...x.shape];
-      size[axis] = length;
-      const piece = sliceFromHeap(backend, x, begin, size);
-      begin[axis] += length;
-      return piece;
-    });
-  });
+  if (kernels === 'tfjs') {
+    replaceKernel('Slice', tfjs.slice);
+    replaceKernel('SplitV', tfjs.splitV);
+    return;
+  }
+  replaceKernel(
+    'Slice',
+    fromHeap(tfjs.slice, (args) => {
+      const { inputs, attrs, backend } = args as unknown as KernelArgs<{ begin: number | number[]; size: number | number[] }>;
+      const { x } = inputs;
+      if (x.dtype === 'string') return tfjs.slice(args);
+      const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, attrs.begin, attrs.size);
+      return sliceFromHeap(backend, x, begin, size);
+    }),
+  );
+  replaceKernel(
+    'SplitV',
+    fromHeap(tfjs.splitV, (args) => {
+      const { inputs, attrs, backend } = args as unknown as KernelArgs<{ numOrSizeSplits: number | number[]; axis: number }>;
+      const { x } = inputs;
+      if (x.dtype === 'string') return tfjs.splitV(args);
+      const axis = tf.util.parseAxisParam(attrs.axis, x.shape)[0];
+      const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, attrs.numOrSizeSplits, axis);
+      const begin = x.shape.map(() => 0);
+      return sizes.map((length) => {
+        const size = [...x.shape];
+        size[axis] = length;
+        const piece = sliceFromHeap(backend, x, begin, size);
+        begin[axis] += length;
+        return piece;
+      });
+    }),
+  );
 }
 
 interface KernelArgs<Attrs> {
@@ -48,12 +60,23 @@ interface KernelArgs<Attrs> {
   backend: BackendWasm;
 }
 
-/** Marks the kernels registered here. */
-const FROM_HEAP = Symbol.for('trajflow.sliceFromHeap');
+/** Where a kernel registered here keeps the tfjs kernel it replaced. */
+const REPLACED = Symbol.for('trajflow.replacedKernel');
+type Replacing = tf.KernelFunc & { [REPLACED]?: tf.KernelFunc };
+
+/** tfjs's own kernel for `kernelName` on wasm, whether or not one of these replaced it. */
+function tfjsKernel(kernelName: string): tf.KernelFunc {
+  const registered = tf.getKernel(kernelName, 'wasm')!.kernelFunc as Replacing;
+  return registered[REPLACED] ?? registered;
+}
+
+function fromHeap(replaced: tf.KernelFunc, kernelFunc: tf.KernelFunc): Replacing {
+  return Object.assign(kernelFunc, { [REPLACED]: replaced });
+}
 
 function replaceKernel(kernelName: string, kernelFunc: tf.KernelFunc): void {
   tf.unregisterKernel(kernelName, 'wasm');
-  tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: Object.assign(kernelFunc, { [FROM_HEAP]: true }) });
+  tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc });
 }
 
 /** Runs shorter than this are copied float by float: a subarray costs more than the loop. */
