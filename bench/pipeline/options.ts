@@ -55,7 +55,8 @@ export const DEFAULT_OPTIONS: PipelineBenchOptions = {
   rounds: 2,
   groupSize: 8,
   batchGroups: 2,
-  maxConcurrency: 48,
+  // Five batches of 16: room for every batch eta = 4 lets overlap.
+  maxConcurrency: 80,
   maxTurns: 5,
   maxTokens: 128,
   maxBatch: 32,

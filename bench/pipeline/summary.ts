@@ -10,6 +10,7 @@ import {
   STREAM_ETA0,
   STREAM_ETA1,
   STREAM_ETA2,
+  STREAM_ETA4,
   SYNCHRONOUS,
   type RunSpec,
 } from './configurations';
@@ -101,6 +102,7 @@ export function comparisons(configurations: readonly ConfigurationSummary[]): Co
   const ratio = (name: string, a: RunSpec, b: RunSpec) => when([a, b], () => ({ name, ratio: throughputRatio(a, b) }));
   return [
     ...ratio('streaming eta=0 / synchronous throughput', STREAM_ETA0, SYNCHRONOUS),
+    ...ratio('streaming eta=4 / synchronous throughput', STREAM_ETA4, SYNCHRONOUS),
     ...ratio('in-process eta=1 / in-process eta=0 throughput', IN_PROCESS_ETA1, IN_PROCESS_ETA0),
     ...ratio('in-process eta=2 / in-process eta=0 throughput', IN_PROCESS_ETA2, IN_PROCESS_ETA0),
     ...ratio('Temporal / in-process throughput, measured-engine model, eta=1', STREAM_ETA1, IN_PROCESS_ETA1),
