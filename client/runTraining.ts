@@ -121,11 +121,11 @@ async function awaitRollout(client: Client, runId: string, logger: Logger, signa
     await unlessInterrupted(runId, signal ? AbortSignal.any([signal, timeout]) : timeout, (calls) => client.withAbortSignal(calls, () => controller.result()));
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return; // stopped before its rollout started
-    if (err instanceof RunInterrupted && !signal?.aborted) {
+    if (err instanceof RunInterrupted) {
+      if (signal?.aborted) throw err; // the user's interrupt, not the timeout
       logger.warn({ runId, waitedMs: ROLLOUT_SETTLE_MS }, 'the rollout still has groups running; they finish when workers next poll');
       return;
     }
-    if (err instanceof RunInterrupted) throw err;
     logger.warn({ runId, err }, 'the rollout controller did not complete');
   }
 }

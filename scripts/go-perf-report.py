@@ -38,7 +38,8 @@ def load_base(binary: str) -> int:
     out = subprocess.run(['readelf', '-l', '-W', binary], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
         fields = line.split()
-        if fields[:1] == ['LOAD'] and 'E' in fields[-2:-1][0]:
+        # LOAD offset vaddr paddr filesz memsz flags... align; the executable one's flags end in E.
+        if fields[:1] == ['LOAD'] and fields[-2] == 'E':
             return int(fields[2], 16) - int(fields[1], 16)
     raise SystemExit(f'{binary}: no executable LOAD segment')
 

@@ -29,7 +29,6 @@ export function useSlicing(kernels: 'heap' | 'tfjs'): void {
     fromHeap(tfjs.slice, (args) => {
       const { inputs, attrs, backend } = args as unknown as KernelArgs<{ begin: number | number[]; size: number | number[] }>;
       const { x } = inputs;
-      if (x.dtype === 'string') return tfjs.slice(args);
       const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, attrs.begin, attrs.size);
       return sliceFromHeap(backend, x, begin, size);
     }),
@@ -39,7 +38,6 @@ export function useSlicing(kernels: 'heap' | 'tfjs'): void {
     fromHeap(tfjs.splitV, (args) => {
       const { inputs, attrs, backend } = args as unknown as KernelArgs<{ numOrSizeSplits: number | number[]; axis: number }>;
       const { x } = inputs;
-      if (x.dtype === 'string') return tfjs.splitV(args);
       const axis = tf.util.parseAxisParam(attrs.axis, x.shape)[0];
       const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, attrs.numOrSizeSplits, axis);
       const begin = x.shape.map(() => 0);
@@ -70,8 +68,10 @@ function tfjsKernel(kernelName: string): tf.KernelFunc {
   return registered[REPLACED] ?? registered;
 }
 
+/** `kernelFunc` for numbers and booleans; strings, which have no heap memory, go to `replaced`. */
 function fromHeap(replaced: tf.KernelFunc, kernelFunc: tf.KernelFunc): Replacing {
-  return Object.assign(kernelFunc, { [REPLACED]: replaced });
+  const dispatch: tf.KernelFunc = (args) => ((args.inputs as { x: TensorInfo }).x.dtype === 'string' ? replaced(args) : kernelFunc(args));
+  return Object.assign(dispatch, { [REPLACED]: replaced });
 }
 
 function replaceKernel(kernelName: string, kernelFunc: tf.KernelFunc): void {
