@@ -28,6 +28,7 @@ import type { EvaluationRecord } from '../activities/evaluation';
 import { Client } from '@temporalio/client';
 import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { runTraining } from '../client/runTraining';
+import { openWorkflowsQuery } from '../client/runWorkflows';
 import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
 import type { RunConfig } from '../config/schema';
 import { createLogger } from '../src/log';
@@ -305,7 +306,7 @@ async function terminateRun(config: RunConfig, runId: string): Promise<number> {
   try {
     for (let round = -1; round !== 0; await new Promise((resolve) => setTimeout(resolve, 1_000))) {
       round = 0;
-      for await (const { workflowId, runId: execution } of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) {
+      for await (const { workflowId, runId: execution } of client.workflow.list({ query: openWorkflowsQuery(runId) })) {
         // One that closed since it was listed (visibility lags) is not counted.
         const ended = await client.workflow
           .getHandle(workflowId, execution)

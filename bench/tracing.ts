@@ -74,8 +74,8 @@ export interface TracingBenchResult {
   zeroLatencyTurnsPerSec: OnOff;
   /** Trace events per second of wall time in the traced embedded-model rollouts. */
   rolloutEventsPerSec: number;
-  /** Events found in the trace folders of runs with tracing off (must be 0). */
-  eventsWhileOff: number;
+  /** Events found in the trace folders of runs with tracing off (must be none), as `role/name`. */
+  eventsWhileOff: string[];
 }
 
 /** Trajectories per group of the rollout runs. */
@@ -179,7 +179,7 @@ async function rolloutOnOff(
   unit: 'turns' | 'completionTokens',
   groups: number,
   provider?: InferenceProvider,
-): Promise<OnOff & { eventsPerSec: number; eventsWhileOff: number }> {
+): Promise<OnOff & { eventsPerSec: number; eventsWhileOff: string[] }> {
   const logger = createLogger('bench');
   logger.level = 'warn';
   const config = parseRunConfig({
@@ -217,17 +217,17 @@ async function rolloutOnOff(
   }
   let events = 0;
   let tracedSeconds = 0;
-  let eventsWhileOff = 0;
+  const eventsWhileOff: string[] = [];
   for (const run of runs) {
-    const count = await readRunTrace(dataDir, run.runId).then(
-      ({ segments }) => segments.reduce((sum, s) => sum + s.events.length, 0),
-      () => 0,
+    const written = await readRunTrace(dataDir, run.runId).then(
+      ({ segments }) => segments.flatMap((s) => s.events.map((event) => `${s.header.role}/${event.name}`)),
+      () => [],
     );
     if (run.on) {
-      events += count;
+      events += written.length;
       tracedSeconds += run.wallS;
     } else {
-      eventsWhileOff += count;
+      eventsWhileOff.push(...written);
     }
   }
   return { ...summarize(runs), eventsPerSec: events / tracedSeconds, eventsWhileOff };
@@ -249,7 +249,7 @@ export async function benchmarkTracing(rounds = 5, groups = 8): Promise<TracingB
       zeroLatencyTurnsPerSec: zero,
       trajectoriesPerRun: groups * GROUP_SIZE,
       rolloutEventsPerSec: embedded.eventsPerSec,
-      eventsWhileOff: embedded.eventsWhileOff + zero.eventsWhileOff,
+      eventsWhileOff: [...embedded.eventsWhileOff, ...zero.eventsWhileOff],
     };
   } finally {
     await stopDevServer(dataDir);
@@ -283,7 +283,7 @@ export function formatTracingBench(r: TracingBenchResult): string {
     row(`rollouts through Temporal, zero-latency model: orchestration only (${runs} runs each)`, 'turns/s', r.zeroLatencyTurnsPerSec, 1),
     `  trace volume (embedded-model rollouts): ${r.rolloutEventsPerSec.toFixed(0)} events/s x ${r.recorderUsPerSpan.toFixed(2)} us = ` +
       `${((r.rolloutEventsPerSec * r.recorderUsPerSpan) / 1e4).toFixed(2)}% of one core`,
-    `  events written while tracing was off: ${r.eventsWhileOff}`,
+    `  events written while tracing was off: ${r.eventsWhileOff.length}${r.eventsWhileOff.length ? ` (${r.eventsWhileOff.join(', ')})` : ''}`,
   ].join('\n');
 }
 

@@ -17,6 +17,7 @@ import { taskQueuesFor } from '../workers/taskQueues';
 import { ROLLOUT_ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
 import { pollEvery } from './poll';
+import { awaitRunClosed } from './runWorkflows';
 import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
 import { WORKER_STOP_GRACE_MS } from './workerProcess';
 
@@ -73,6 +74,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     const wallMs = Date.now() - startedAt;
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(rolloutStatusQuery).then(onStatus, () => undefined);
+    await awaitRunClosed(client, runId, { logger, signal });
     await workers?.flushEngineStats();
     const enginesAfter = await readEngineSnapshots(engines);
 

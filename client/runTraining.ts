@@ -5,10 +5,7 @@
  * child process (a train step holds its process's event loop).
  */
 import { promises as fs } from 'node:fs';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { RunConfig } from '../config/schema';
-import { rolloutIdOf } from '../src/core/ids';
-import type { Logger } from '../src/log';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import type { EvaluationRecord } from '../activities/evaluation';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
@@ -20,6 +17,7 @@ import { ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
 import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
 import { pollEvery } from './poll';
+import { awaitRunClosed } from './runWorkflows';
 import { openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
@@ -95,37 +93,13 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
     // Progress ends on the finished state, not on the last tick before it.
     if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
     const wallSeconds = (Date.now() - startedAt) / 1000;
-    if (options.local) await awaitRollout(client, runId, logger, signal);
+    // The groups its rollout had started still finish and are recorded; a local run's workers stay up for them.
+    if (options.local) await awaitRunClosed(client, runId, { logger, signal });
     const curve = await readLearningCurve(layout);
     const evaluations = await readEvaluations(layout);
     await fs.writeFile(layout.learningCurveFile, formatCurveCsv(curve, evaluations));
     return { result, curve, evaluations, wallSeconds };
   } finally {
     await Promise.all([stopWorker(trainer), session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
-  }
-}
-
-/** How long a local run waits, once trained, for the groups its rollout had started. */
-const ROLLOUT_SETTLE_MS = 120_000;
-
-/**
- * Waits (at most ROLLOUT_SETTLE_MS) for the run's rollout controller to close. When a run ends (its
- * last step, or a stop) the controller starts no new group, and the groups it had started still
- * finish and are recorded; a local run's workers stay up for that, or those groups would wait in
- * Temporal and resume on whatever workers start next, another run's.
- */
-async function awaitRollout(client: Client, runId: string, logger: Logger, signal: AbortSignal | undefined): Promise<void> {
-  const timeout = AbortSignal.timeout(ROLLOUT_SETTLE_MS);
-  const controller = client.workflow.getHandle(rolloutIdOf(runId));
-  try {
-    await unlessInterrupted(runId, signal ? AbortSignal.any([signal, timeout]) : timeout, (calls) => client.withAbortSignal(calls, () => controller.result()));
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return; // stopped before its rollout started
-    if (err instanceof RunInterrupted) {
-      if (signal?.aborted) throw err; // the user's interrupt, not the timeout
-      logger.warn({ runId, waitedMs: ROLLOUT_SETTLE_MS }, 'the rollout still has groups running; they finish when workers next poll');
-      return;
-    }
-    logger.warn({ runId, err }, 'the rollout controller did not complete');
   }
 }

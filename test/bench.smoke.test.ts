@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { openWorkflowsQuery } from '../client/runWorkflows';
 import { INTERRUPTED_EXIT_CODE } from '../client/session';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
@@ -96,7 +97,7 @@ async function workflowsLeftRunning(address: string, runId: string): Promise<num
     const client = new Client({ connection });
     const running = async () => {
       let count = 0;
-      for await (const _ of client.workflow.list({ query: `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'` })) count++;
+      for await (const _ of client.workflow.list({ query: openWorkflowsQuery(runId) })) count++;
       return count;
     };
     let left = await running();

@@ -12,6 +12,7 @@ import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { activityAttempts, localActivityResults } from '../src/temporal/history';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { runRollout } from '../client/runRollout';
+import { openWorkflowsQuery } from '../client/runWorkflows';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { eventually, testConfig, withClient } from './support/harness';
 
@@ -27,6 +28,8 @@ describe('rollout on the dev server', () => {
     let summary;
     try {
       summary = await runRollout(config, { runId: 'integration-run', local: false, logger });
+      // The run returns once its groups have closed too, so none is left for other runs' workers.
+      await withClient(async (client) => expect((await client.workflow.count(openWorkflowsQuery('integration-run'))).count).toBe(0));
     } finally {
       await workers.shutdown();
     }
