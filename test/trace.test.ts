@@ -22,6 +22,7 @@ import { trainingWorkflow } from '../workflows/training';
 import { traceSinks } from '../src/trace/sinks';
 import { startWorkers } from '../workers/start';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../workers/workflowWorker';
+import { awaitRunClosed } from '../client/runWorkflows';
 import { testConfig, trainingStart, withClient } from './support/harness';
 
 function tempDir(name: string): string {
@@ -320,7 +321,11 @@ describe('trace of a short training run', () => {
     try {
       const result = await withClient(async (client) => {
         const handle = await client.workflow.start(trainingWorkflow, trainingStart(config, runId));
-        return handle.result();
+        const trained = await handle.result();
+        // The controller and the groups can close after the training workflow; their spans are
+        // written when they do, so the workers stay up until then.
+        expect(await awaitRunClosed(client, runId, { logger })).toBe(0);
+        return trained;
       });
       expect(result.steps).toBe(2);
     } finally {

@@ -19,6 +19,7 @@ import { PATCHES } from './patches';
 import { activitySummary, timerSummary } from './summaries';
 import { trajectoryActivities, type TrajectoryActivities } from './trajectory/activities';
 import { Conversation } from './trajectory/conversation';
+import { generateInputOf, policyRequirementOf } from './trajectory/generateInput';
 import { withDeadline } from './trajectory/deadline';
 import { EpisodeSession } from './trajectory/session';
 import { EpisodeTally } from './trajectory/tally';
@@ -72,8 +73,7 @@ interface Episode {
 
 /** The turns of the episode: generate, hand the answer to the session, account the outcome. */
 async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, { session, tally, conversation }: Episode): Promise<void> {
-  const { runId, trajectoryId } = input;
-  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
+  const policy = policyRequirementOf(input);
   conversation.show('opening the environment session');
   let next = await session.open();
   while (tally.turns < input.agent.maxTurns) {
@@ -82,19 +82,7 @@ async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, 
     // Never cut short by the episode deadline: the activity stores the turn it generates, so a
     // turn in flight when time runs out is finished and counted rather than stored unaccounted.
     const reply = await CancellationScope.nonCancellable(() =>
-      generate.executeWithOptions({ summary: activitySummary.generate(turn, policy) }, [
-        {
-          runId,
-          runSeed: input.runSeed,
-          trajectoryId,
-          turn,
-          messages: next.messages,
-          ...(turn > 0 && next.freshContext ? { freshContext: true } : {}),
-          sampling: input.sampling,
-          policy,
-          compatibility: input.compatibility,
-        },
-      ]),
+      generate.executeWithOptions({ summary: activitySummary.generate(turn, policy) }, [generateInputOf(input, turn, next, policy)]),
     );
     if (reply.completionTokens === 0 && reply.finishReason === 'context') {
       return tally.end('max_context', `context full (${reply.contextTokens} tokens) before turn ${turn}`);

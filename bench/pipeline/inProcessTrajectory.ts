@@ -11,6 +11,7 @@ import type { InferenceActivities } from '../../activities/inference';
 import { episodeReward } from '../../src/core/episode';
 import { sessionIdOf } from '../../src/core/ids';
 import type { TrajectorySummary } from '../../src/core/records';
+import { generateInputOf, policyRequirementOf } from '../../workflows/trajectory/generateInput';
 import { EpisodeTally } from '../../workflows/trajectory/tally';
 import type { TrajectoryInput } from '../../workflows/types';
 
@@ -25,7 +26,7 @@ export async function playInProcess({ env, session, inference }: InProcessActivi
   const context = new MockActivityEnvironment();
   const call = <T>(fn: () => Promise<T>): Promise<T> => context.run(fn) as Promise<T>;
   const tally = new EpisodeTally(input);
-  const policy = input.minPolicyVersion === undefined ? undefined : { runId, minVersion: input.minPolicyVersion, followLatest: input.weightSync === 'turn' };
+  const policy = policyRequirementOf(input);
   const sessionId = sessionIdOf(trajectoryId, 0);
   const opened = await call(() =>
     env.openSession({ sessionId, runId, env: input.env, agent: input.agent, envSeed: input.envSeed, replayAnswers: [], compatibility: input.compatibility }),
@@ -36,19 +37,7 @@ export async function playInProcess({ env, session, inference }: InProcessActivi
   try {
     while (tally.turns < input.agent.maxTurns) {
       const turn = tally.turns;
-      const reply = await call(() =>
-        inference.generate({
-          runId,
-          runSeed: input.runSeed,
-          trajectoryId,
-          turn,
-          messages: next.messages,
-          ...(turn > 0 && next.freshContext ? { freshContext: true } : {}),
-          sampling: input.sampling,
-          policy,
-          compatibility: input.compatibility,
-        }),
-      );
+      const reply = await call(() => inference.generate(generateInputOf(input, turn, next, policy)));
       if (reply.completionTokens === 0 && reply.finishReason === 'context') {
         tally.end('max_context', `context full (${reply.contextTokens} tokens) before turn ${turn}`);
         break;
