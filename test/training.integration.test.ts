@@ -5,6 +5,7 @@
  * twice is trained once, and groups without mixed outcomes are skipped when asked. The format
  * reward gives groups reward variance (hence a gradient) even before any episode is solved.
  */
+import { parseAction } from '../src/agents/frozenlakeAgent';
 import { createLogger } from '../src/log';
 import { loadCheckpoint } from '../src/model/weights';
 import type { TrainStepOutput } from '../activities/trainer';
@@ -116,16 +117,20 @@ describe('training run', () => {
       expect(versions.map((v) => v.policyVersion)).toEqual([0, 1, 2]);
       for (const later of versions.slice(1)) expect(later.weights.params).toEqual(versions[0].weights.params);
 
-      // The penalty is charged to the move into the hole, and kept apart from the return.
+      // The hole penalty is charged to the move into the hole, the format credit (0.5) to each
+      // answer that did not parse, and both are kept apart from the return.
       const store = new TrajectoryStore(config.dataDir);
       const summaries = await Promise.all((await store.listTrajectories(runId)).map((id) => store.getTrajectory(runId, id)));
       const holes = summaries.filter((t) => t!.reason === 'episode ended: hole');
-      console.log(`${holes.length} of ${summaries.length} trajectories ended in a hole`);
+      const unreadable = summaries.filter((t) => t!.invalidActions > 0);
+      console.log(`${holes.length} of ${summaries.length} trajectories ended in a hole, ${unreadable.length} had unreadable answers`);
       expect(holes.length).toBeGreaterThan(0);
       for (const t of summaries) {
         expect(t!.envReturn).toBe(0);
         const fell = holes.includes(t);
-        expect(t!.turnPenalties).toEqual(fell ? Array.from({ length: t!.turns }, (_, turn) => (turn === t!.turns - 1 ? 0.25 : 0)) : undefined);
+        const turns = await store.getTurns(runId, t!.trajectoryId, t!.turns);
+        const expected = turns.map((turn, k) => (!parseAction(turn.text).ok ? 0.5 : fell && k === t!.turns - 1 ? 0.25 : 0));
+        expect(t!.turnPenalties).toEqual(fell || t!.invalidActions > 0 ? expected : undefined);
       }
     } finally {
       await workers.shutdown();

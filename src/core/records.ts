@@ -55,8 +55,10 @@ export interface TrajectorySummary {
   /** The environment's own return; the task counts as solved when it is > 0. */
   envReturn: number;
   /**
-   * The penalty the environment charged to each turn's action (`StepResult.penalty`), one entry
-   * per turn, 0 where none; absent when no turn paid one.
+   * What each turn's own answer cost, one entry per turn, 0 where none; absent when no turn paid:
+   * the environment's penalty for the action (`StepResult.penalty`), or for an answer the agent
+   * could not read, the format credit it forwent (`reward.formatWeight`). Only per-turn credit
+   * (`trainer.turnCredit`) reads it.
    */
   turnPenalties?: number[];
   turns: number;

@@ -52,7 +52,8 @@ export interface EpisodeTurns {
    */
   outcomeReward?: number;
   /**
-   * The penalty charged to each turn's action alone (`StepResult.penalty`), by turn; absent: none.
+   * What each turn's own answer cost, by turn (`TrajectorySummary.turnPenalties`: the environment's
+   * penalty for the action, or the format credit of an answer that did not parse); absent: none.
    * It is the turn's own cost, not something later turns earned or lost: it is neither discounted
    * nor passed back to the turns before.
    */

@@ -17,7 +17,7 @@ export class EpisodeTally {
   invalidActions = 0;
   completionTokens = 0;
   envReturn = 0;
-  /** Penalties the environment charged, by turn (sparse); in the summary only when some turn paid one. */
+  /** What each turn's own answer cost, by turn (sparse); in the summary only when some turn paid. */
   private readonly turnPenalties: number[] = [];
   private minPolicyVersion = Number.MAX_SAFE_INTEGER;
   maxPolicyVersion = -1;
@@ -47,6 +47,13 @@ export class EpisodeTally {
   answered(outcome: TurnOutcome): 'going on' | 'ended' {
     if (outcome.kind === 'invalid') {
       this.invalidActions++;
+      // The format credit this answer forwent is its own cost, as a move into a hole is that
+      // move's: per-turn credit then tells an unreadable answer from a readable one on the same
+      // state. Left to the episode's share alone, an unreadable answer's turn returned what a safe
+      // move's did, and random-map runs' unreadable answers grew from ~8% to 15-50%
+      // (docs/learning-benchmarks.md, "Unreadable answers").
+      const { formatWeight } = this.input.reward;
+      if (formatWeight > 0) this.turnPenalties[this.turns - 1] = formatWeight;
       return 'going on';
     }
     this.envSteps++;

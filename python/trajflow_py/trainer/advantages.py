@@ -46,7 +46,7 @@ class EpisodeTurns:
     #: The part of `reward` the environment paid for the outcome, arriving after the last turn
     #: and discounted; the rest (format credit) every turn keeps whole. None: all of `reward`.
     outcome_reward: float | None = None
-    #: The penalty charged to each turn's own action, by turn; neither discounted nor passed back.
+    #: What each turn's own answer cost, by turn; neither discounted nor passed back.
     turn_penalties: Sequence[float] = ()
 
 

@@ -42,6 +42,6 @@ class TrajectoryTime(CamelModel):
 
 class TrajectorySummary(CamelModel):
     env_return: float
-    #: The penalty charged to each turn's own action, by turn; absent: none.
+    #: What each turn's own answer cost (environment penalty, or the format credit of an unreadable answer), by turn; absent: none.
     turn_penalties: list[float] | None = None
     time: TrajectoryTime

@@ -1,0 +1,51 @@
+/**
+ * What a trajectory's summary charges to each turn's own answer: the environment's penalty for the
+ * action, and the format credit an unreadable answer forwent (per-turn credit reads both).
+ */
+import type { GenerateOutput } from '../activities/inference';
+import type { TurnOutcome } from '../src/agents/episode';
+import type { TrajectoryInput } from '../workflows/types';
+import { EpisodeTally } from '../workflows/trajectory/tally';
+
+function input(formatWeight: number): TrajectoryInput {
+  return {
+    runId: 'r',
+    groupId: 'r.g00000',
+    trajectoryId: 'r.g00000.t000',
+    env: { name: 'frozenlake' },
+    agent: { name: 'frozenlake', maxTurns: 8 },
+    reward: { formatWeight },
+  } as TrajectoryInput;
+}
+
+const reply: GenerateOutput = { text: '', finishReason: 'stop', completionTokens: 1, contextTokens: 10, minPolicyVersion: 0, maxPolicyVersion: 0 };
+const next = { messages: [], freshContext: true };
+const unreadable: TurnOutcome = { kind: 'invalid', error: 'no move', next };
+const safeMove: TurnOutcome = { kind: 'stepped', reward: 0, done: false, info: {}, next };
+const intoHole: TurnOutcome = { kind: 'stepped', reward: 0, done: true, info: { outcome: 'hole' }, penalty: 0.25 };
+
+function play(formatWeight: number, outcomes: TurnOutcome[]): ReturnType<EpisodeTally['summary']> {
+  const tally = new EpisodeTally(input(formatWeight));
+  for (const outcome of outcomes) {
+    tally.generated(reply);
+    tally.answered(outcome);
+  }
+  return tally.summary(0, 0, 0);
+}
+
+describe('EpisodeTally', () => {
+  it('charges an unreadable answer its format credit and a move into a hole its penalty, each to its own turn', () => {
+    const summary = play(0.2, [safeMove, unreadable, safeMove, unreadable, intoHole]);
+    expect(summary).toMatchObject({ turns: 5, envSteps: 3, invalidActions: 2, reason: 'episode ended: hole' });
+    expect(summary.turnPenalties).toEqual([0, 0.2, 0, 0.2, 0.25]);
+  });
+
+  it('charges nothing for an unreadable answer when answers earn no format credit', () => {
+    expect(play(0, [unreadable, safeMove, unreadable]).turnPenalties).toBeUndefined();
+    expect(play(0, [unreadable, intoHole]).turnPenalties).toEqual([0, 0.25]);
+  });
+
+  it('leaves the summary without penalties when no turn paid one', () => {
+    expect(play(0.2, [safeMove, safeMove]).turnPenalties).toBeUndefined();
+  });
+});
