@@ -91,7 +91,7 @@ describe('training run', () => {
     }
   }, 300_000);
 
-  it('skips groups without mixed outcomes: consumed once, no optimizer step, a version each; hole penalties recorded per turn', async () => {
+  it('skips groups without mixed outcomes: consumed once, no optimizer step, a version each; hole penalties and the format credit of unreadable answers recorded per turn', async () => {
     // Four turns cannot reach G on the classic map (six moves away): no group is ever solved.
     const config = testConfig('training-skip', {
       model: { dModel: 32, nHeads: 2, dFF: 64, maxContext: 512 },

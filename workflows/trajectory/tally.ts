@@ -50,8 +50,8 @@ export class EpisodeTally {
       // The format credit this answer forwent is its own cost, as a move into a hole is that
       // move's: per-turn credit then tells an unreadable answer from a readable one on the same
       // state. Left to the episode's share alone, an unreadable answer's turn returned what a safe
-      // move's did, and random-map runs' unreadable answers grew from ~8% to 15-50%
-      // (docs/learning-benchmarks.md, "Unreadable answers").
+      // move's did, and random-map runs' unreadable answers grew from 5-12% to 18-29% of the
+      // answers (51% in one that broke; docs/learning-benchmarks.md, "Unreadable answers").
       const { formatWeight } = this.input.reward;
       if (formatWeight > 0) this.turnPenalties[this.turns - 1] = formatWeight;
       return 'going on';
