@@ -1,8 +1,9 @@
 /**
  * A FrozenLake run read back from its trajectory store: per band of policy versions, how the
- * episodes ended and how often a move went into a hole shown next to the player. It tells a policy
- * that reads the map (moves into a visible hole near 0) from one that plays a fixed mix of moves
- * (as often into a hole as onto ice).
+ * episodes ended, how often a move went into a hole shown next to the player, and the share of
+ * answers the agent could not read as a move. It tells a policy that reads the map (moves into a
+ * visible hole near 0) from one that plays a fixed mix of moves (as often into a hole as onto ice),
+ * and shows the answer format wearing away.
  *
  *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
  */
@@ -16,6 +17,9 @@ interface Band {
   episodes: number;
   goal: number;
   hole: number;
+  /** Answers, and those the agent could not read as a move. */
+  turns: number;
+  unreadable: number;
   /** Turns whose observation showed a hole next to the player, and moves into one of them. */
   nextToHole: number;
   intoHole: number;
@@ -33,6 +37,8 @@ function neighbours(turn: TurnRecord): Map<string, string> {
 
 function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
   band.episodes++;
+  band.turns += summary.turns;
+  band.unreadable += summary.invalidActions;
   if (summary.envReturn > 0) band.goal++;
   else if (summary.reason.includes('hole')) band.hole++;
   for (const turn of turns) {
@@ -57,7 +63,7 @@ async function main(): Promise<void> {
     const summary = await store.getTrajectory(runId, trajectoryId);
     if (!summary) continue;
     const start = Math.floor(summary.minPolicyVersion / width) * width;
-    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, nextToHole: 0, intoHole: 0 };
+    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, turns: 0, unreadable: 0, nextToHole: 0, intoHole: 0 };
     bands.set(start, band);
     count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
   }
@@ -67,7 +73,8 @@ async function main(): Promise<void> {
     const other = b.episodes - b.goal - b.hole;
     console.log(
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
-        `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${(b.intoHole / Math.max(1, b.nextToHole)).toFixed(2)} (of ${b.nextToHole} turns next to one)`,
+        `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${(b.intoHole / Math.max(1, b.nextToHole)).toFixed(2)} (of ${b.nextToHole} turns next to one); ` +
+        `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }
 }
