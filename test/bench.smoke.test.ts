@@ -115,6 +115,14 @@ describe('benchmark scripts at tiny sizes', () => {
     expect(output).toMatch(new RegExp(`ratio: +${NUMBER}x`));
     expect(output).toMatch(new RegExp(`through Temporal: median ${NUMBER} ms, p99 ${NUMBER} ms`));
     expect(output).toMatch(new RegExp(`in-process: +median ${NUMBER} ms`));
+    // Every activity type of the episode, timed on both sides.
+    for (const type of ['openSession', 'generate', 'sessionTurn', 'recordTrajectory']) {
+      expect(output).toMatch(new RegExp(`${type} +\\d+ +${NUMBER} ms \\(${NUMBER} ms\\) +${NUMBER} ms`));
+    }
+    expect(output).toMatch(new RegExp(`overhead: +median ${NUMBER} ms, p99 ${NUMBER} ms per activity`));
+    expect(output).toMatch(
+      new RegExp(`bare SDK floor: +median ${NUMBER} ms \\(dispatch ${NUMBER} ms\\), p99 ${NUMBER} ms per no-op activity \\(\\d+ in one workflow`),
+    );
   });
 
   test('npm run bench:scale, then the FrozenLake move analysis of its stored trajectories', async () => {
