@@ -1,7 +1,7 @@
 /**
  * A FrozenLake run read back from its trajectory store: per band of policy versions, how the
- * episodes ended, how often a move went into a hole shown next to the player, and the share of
- * answers the agent could not read as a move. It tells a policy that reads the map (moves into a
+ * episodes ended, how often a move went into a hole shown next to the player (and, there, into the
+ * edge), and the share of answers the agent could not read as a move. It tells a policy that reads the map (moves into a
  * visible hole near 0) from one that plays a fixed mix of moves (as often into a hole as onto ice),
  * and shows the answer format wearing away.
  *
@@ -20,9 +20,13 @@ interface Band {
   /** Answers, and those the agent could not read as a move. */
   turns: number;
   unreadable: number;
-  /** Turns whose observation showed a hole next to the player, and moves into one of them. */
+  /**
+   * Turns whose observation showed a hole next to the player, moves into one of them, and moves
+   * into the edge there (a policy can keep out of the holes by never leaving its cell).
+   */
   nextToHole: number;
   intoHole: number;
+  intoEdge: number;
 }
 
 /**
@@ -47,7 +51,9 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
     const parsed = parseAction(turn.text);
     if (!parsed.ok) continue;
     band.nextToHole++;
-    if (cells.get(ACTION_NAMES[parsed.action]) === 'H') band.intoHole++;
+    const beyond = cells.get(ACTION_NAMES[parsed.action]);
+    if (beyond === 'H') band.intoHole++;
+    if (beyond === '#') band.intoEdge++;
   }
 }
 
@@ -63,17 +69,18 @@ async function main(): Promise<void> {
     const summary = await store.getTrajectory(runId, trajectoryId);
     if (!summary) continue;
     const start = Math.floor(summary.minPolicyVersion / width) * width;
-    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, turns: 0, unreadable: 0, nextToHole: 0, intoHole: 0 };
+    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, turns: 0, unreadable: 0, nextToHole: 0, intoHole: 0, intoEdge: 0 };
     bands.set(start, band);
     count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
   }
   if (bands.size === 0) throw new Error(`no trajectories of run ${runId} under ${path.resolve(dataDir)}`);
   const percent = (part: number, whole: number) => `${whole ? Math.round((100 * part) / whole) : 0}%`;
+  const share = (part: number, whole: number) => (part / Math.max(1, whole)).toFixed(2);
   for (const [start, b] of [...bands].sort(([x], [y]) => x - y)) {
     const other = b.episodes - b.goal - b.hole;
     console.log(
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
-        `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${(b.intoHole / Math.max(1, b.nextToHole)).toFixed(2)} (of ${b.nextToHole} turns next to one); ` +
+        `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${share(b.intoHole, b.nextToHole)} (of ${b.nextToHole} turns next to one; into the edge there ${share(b.intoEdge, b.nextToHole)}); ` +
         `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }

@@ -34,6 +34,7 @@ import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { ZeroLatencyProvider } from './zeroLatencyProvider';
 import { freePort } from '../src/ports';
 import { percentile } from './stats';
+import { eventTimeMs } from '../src/temporal/history';
 
 /** One activity execution through Temporal, from its workflow's history. */
 interface TemporalTiming {
@@ -87,18 +88,16 @@ async function activityTimings(client: Client, workflowId: string): Promise<Temp
   const scheduled = new Map<string, { at: number; type: string }>();
   const startedAt = new Map<string, number>();
   const timings: TemporalTiming[] = [];
-  /** An event time (protobuf Timestamp) in ms. */
-  const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds) * 1000 + (t?.nanos ?? 0) / 1e6;
   for (const event of history.events ?? []) {
     const schedule = event.activityTaskScheduledEventAttributes;
-    if (schedule) scheduled.set(String(event.eventId), { at: ms(event.eventTime), type: schedule.activityType?.name ?? '?' });
+    if (schedule) scheduled.set(String(event.eventId), { at: eventTimeMs(event), type: schedule.activityType?.name ?? '?' });
     const started = event.activityTaskStartedEventAttributes;
-    if (started) startedAt.set(String(started.scheduledEventId), ms(event.eventTime));
+    if (started) startedAt.set(String(started.scheduledEventId), eventTimeMs(event));
     const completed = event.activityTaskCompletedEventAttributes;
     if (completed) {
       const id = String(completed.scheduledEventId);
       const { at, type } = scheduled.get(id)!;
-      timings.push({ type, totalMs: ms(event.eventTime) - at, dispatchMs: startedAt.get(id)! - at });
+      timings.push({ type, totalMs: eventTimeMs(event) - at, dispatchMs: startedAt.get(id)! - at });
     }
   }
   return timings;
@@ -141,7 +140,7 @@ async function benchmarkBareSdk(address: string, count: number): Promise<BareSdk
 }
 
 /** Per activity type, and the overhead: each Temporal latency less its type's in-process median. */
-function compare(temporal: TemporalTiming[], inProcess: InProcessTiming[]): Pick<OrchestrationResult, 'overheadMedianMs' | 'overheadP99Ms' | 'byType'> {
+function overheadByType(temporal: TemporalTiming[], inProcess: InProcessTiming[]): Pick<OrchestrationResult, 'overheadMedianMs' | 'overheadP99Ms' | 'byType'> {
   const types = [...new Set(temporal.map((t) => t.type))];
   const byType = types.map((type) => {
     const through = temporal.filter((t) => t.type === type);
@@ -274,7 +273,7 @@ export async function benchmarkOrchestration(groups = 6, groupSize = 4): Promise
       temporalP99Ms: percentile(totals, 99),
       inProcessMedianMs: percentile(local, 50),
       inProcessP99Ms: percentile(local, 99),
-      ...compare(temporal, inProcess),
+      ...overheadByType(temporal, inProcess),
       bareSdk,
       temporalEpisodeMs: (summary.wallSeconds * 1000) / episodes,
       inProcessEpisodeMs,

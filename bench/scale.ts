@@ -22,6 +22,7 @@ import { createLogger } from '../src/log';
 import { freePort } from '../src/ports';
 import { parseRunConfig } from '../src/runConfig';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
+import { eventTimeMs, type HistoryEvent } from '../src/temporal/history';
 import type { RolloutStatus } from '../workflows/signals';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
 import { percentile } from './stats';
@@ -72,14 +73,6 @@ function rssBytes(pid: number): number {
   return match ? Number(match[1]) * 1024 : NaN;
 }
 
-type History = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['fetchHistory']>>;
-type HistoryEvent = NonNullable<History['events']>[number];
-
-/** An event time (protobuf Timestamp) in ms. */
-function eventMs(event: HistoryEvent): number {
-  return Number(event.eventTime?.seconds) * 1000 + (event.eventTime?.nanos ?? 0) / 1e6;
-}
-
 /**
  * Events Temporal Cloud bills as actions (docs.temporal.io/cloud/actions): a workflow started,
  * an activity scheduled, a batch of local activities in one workflow task (counted here per
@@ -109,13 +102,13 @@ async function workflowTaskTimes(client: Client, workflowId: string): Promise<Wo
   const at = new Map<string, number>();
   const times: WorkflowTaskTimes = { scheduleToStart: [], startToComplete: [], actions: 0, events: 0 };
   for (const event of history.events ?? []) {
-    at.set(String(event.eventId), eventMs(event));
+    at.set(String(event.eventId), eventTimeMs(event));
     times.events++;
     if (isAction(event)) times.actions++;
     const started = event.workflowTaskStartedEventAttributes;
-    if (started) times.scheduleToStart.push(eventMs(event) - at.get(String(started.scheduledEventId))!);
+    if (started) times.scheduleToStart.push(eventTimeMs(event) - at.get(String(started.scheduledEventId))!);
     const completed = event.workflowTaskCompletedEventAttributes;
-    if (completed) times.startToComplete.push(eventMs(event) - at.get(String(completed.startedEventId))!);
+    if (completed) times.startToComplete.push(eventTimeMs(event) - at.get(String(completed.startedEventId))!);
   }
   return times;
 }

@@ -1,6 +1,13 @@
 /** Facts read back from a workflow's event history. */
 import type { WorkflowHandle } from '@temporalio/client';
 
+export type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
+
+/** When the server recorded `event` (its protobuf Timestamp), in ms. */
+export function eventTimeMs(event: HistoryEvent): number {
+  return Number(event.eventTime?.seconds) * 1000 + (event.eventTime?.nanos ?? 0) / 1e6;
+}
+
 /** Activity attempts in a workflow's history, by activity type: scheduled count and retried ones. */
 export async function activityAttempts(handle: WorkflowHandle): Promise<Record<string, { scheduled: number; attempts: number[] }>> {
   const history = await handle.fetchHistory();
