@@ -3,7 +3,9 @@
  * episodes ended, how often a move went into a hole shown next to the player (and, there, into the
  * edge), and the share of answers the agent could not read as a move. It tells a policy that reads the map (moves into a
  * visible hole near 0) from one that plays a fixed mix of moves (as often into a hole as onto ice),
- * and shows the answer format wearing away.
+ * and shows the answer format wearing away. It also counts the turns where down and right (towards
+ * G) are both a hole or the edge, and how often the move there was left or up: a policy that only
+ * ever moves down or right walks into the hole there.
  *
  *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
  */
@@ -27,6 +29,9 @@ interface Band {
   nextToHole: number;
   intoHole: number;
   intoEdge: number;
+  /** Turns where neither down nor right leads onto the map's ice, and moves left or up there. */
+  boxedIn: number;
+  backOut: number;
 }
 
 /**
@@ -38,6 +43,9 @@ function neighbours(turn: TurnRecord): Map<string, string> {
   const line = observation.split('\n').at(-1) ?? '';
   return new Map(line.split(', ').map((entry) => entry.split(' ') as [string, string]));
 }
+
+/** What a move cannot step onto: a hole or the edge of the map. */
+const BLOCKED = new Set(['H', '#']);
 
 function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
   band.episodes++;
@@ -51,9 +59,14 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
     const parsed = parseAction(turn.text);
     if (!parsed.ok) continue;
     band.nextToHole++;
-    const beyond = cells.get(ACTION_NAMES[parsed.action]);
+    const move = ACTION_NAMES[parsed.action];
+    const beyond = cells.get(move);
     if (beyond === 'H') band.intoHole++;
     if (beyond === '#') band.intoEdge++;
+    if (BLOCKED.has(cells.get('down') ?? '') && BLOCKED.has(cells.get('right') ?? '')) {
+      band.boxedIn++;
+      if (move === 'left' || move === 'up') band.backOut++;
+    }
   }
 }
 
@@ -69,7 +82,18 @@ async function main(): Promise<void> {
     const summary = await store.getTrajectory(runId, trajectoryId);
     if (!summary) continue;
     const start = Math.floor(summary.minPolicyVersion / width) * width;
-    const band = bands.get(start) ?? { episodes: 0, goal: 0, hole: 0, turns: 0, unreadable: 0, nextToHole: 0, intoHole: 0, intoEdge: 0 };
+    const band = bands.get(start) ?? {
+      episodes: 0,
+      goal: 0,
+      hole: 0,
+      turns: 0,
+      unreadable: 0,
+      nextToHole: 0,
+      intoHole: 0,
+      intoEdge: 0,
+      boxedIn: 0,
+      backOut: 0,
+    };
     bands.set(start, band);
     count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
   }
@@ -81,6 +105,7 @@ async function main(): Promise<void> {
     console.log(
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
         `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${share(b.intoHole, b.nextToHole)} (of ${b.nextToHole} turns next to one; into the edge there ${share(b.intoEdge, b.nextToHole)}); ` +
+        `down and right blocked on ${b.boxedIn} of them, left or up there ${share(b.backOut, b.boxedIn)}; ` +
         `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }

@@ -137,6 +137,14 @@ export const RewardConfigSchema = z.strictObject({
    * added to the environment's return. 0 = the environment's return alone.
    */
   formatWeight: z.number().nonnegative().default(0),
+  /**
+   * Charged to the turn of an answer the agent could not read, which per-turn credit compares with
+   * the other answers given in the same state (default: `formatWeight`, the format credit it
+   * forwent). Where every move a state offers costs more than that (a hole below, the edge to the
+   * right), an unreadable answer is the cheapest one there, and the format wears away: set it at
+   * least as high as the environment's costliest move.
+   */
+  unreadablePenalty: z.number().nonnegative().optional(),
 });
 
 /**
@@ -385,14 +393,15 @@ export const RunConfigSchema = z
     if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
       ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
     }
-    // A penalty no training step reads would be silently ignored: FrozenLake's is the built-in one.
-    if (config.env.name === 'frozenlake' && Number(config.env.holePenalty ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['env', 'holePenalty'],
-        message:
-          'is charged to the move into the hole alone, which only per-turn credit reads: set trainer.turnCredit (with agent.history: none) or leave holePenalty at 0',
-      });
+    // A penalty no training step reads would be silently ignored: FrozenLake's are the built-in ones.
+    for (const key of ['holePenalty', 'progressPenalty'] as const) {
+      if (config.env.name === 'frozenlake' && Number(config.env[key] ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['env', key],
+          message: `is charged to the move alone, which only per-turn credit reads: set trainer.turnCredit (with agent.history: none) or leave ${key} at 0`,
+        });
+      }
     }
   });
 

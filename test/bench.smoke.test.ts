@@ -135,8 +135,20 @@ describe('benchmark scripts at tiny sizes', () => {
     const moves = await expectSuccess('frozenlakeMoves', ['scale', dataDir, '10'], 60_000);
     // The zero-latency stand-in samples version 0 only: one band holding all 32 episodes.
     expect(moves).toMatch(
-      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); unreadable answers \d+%$/m,
+      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); down and right blocked on \d+ of them, left or up there \d\.\d\d; unreadable answers \d+%$/m,
     );
+  });
+
+  test('npm run bench:held-out-ceiling', async () => {
+    const output = await expectSuccess('heldOutCeiling', ['--seeds', '1,2'], 60_000);
+    expect(output).toContain('(32 a seed, as eval plays them, 12 moves at most)');
+    expect(output).toMatch(/^seed +shortest path +down, else right +right, else down +down or right at even odds$/m);
+    // Every generated map is solvable within 12 moves; the one-step policies solve some of them.
+    for (const row of ['1', '2', 'mean']) expect(output).toMatch(new RegExp(`^${row} +100% +\\d+% +\\d+% +\\d+%$`, 'm'));
+
+    const refused = await runScript('heldOutCeiling', ['--config', 'config/examples/frozenlake-train.yaml'], 60_000);
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain('config/examples/frozenlake-train.yaml: env must be frozenlake with map: random and slippery: false');
   });
 
   test('npm run bench:hole-reading, and its refusal of an unknown model setting', async () => {

@@ -51,11 +51,13 @@ describe('run config', () => {
     });
     // A hole penalty reaches training only through per-turn credit.
     expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(
-      /env\.holePenalty: is charged to the move into the hole alone, which only per-turn credit reads/,
+      /env\.holePenalty: is charged to the move alone, which only per-turn credit reads/,
     );
     expect(
       parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).env,
     ).toMatchObject({ holePenalty: 0.25 });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', progressPenalty: 0.1 } })).toThrow(/env\.progressPenalty: is charged to the move alone/);
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', progressPenalty: -0.1 } })).toThrow(/env\.progressPenalty/);
     // The trust region is the embedded trainer's.
     const realModel = { env: { name: 'frozenlake' }, model: { path: '/models/any' }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
     expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();

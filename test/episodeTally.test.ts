@@ -7,14 +7,14 @@ import type { TurnOutcome } from '../src/agents/episode';
 import type { TrajectoryInput } from '../workflows/types';
 import { EpisodeTally } from '../workflows/trajectory/tally';
 
-function input(formatWeight: number): TrajectoryInput {
+function input(formatWeight: number, unreadablePenalty?: number): TrajectoryInput {
   return {
     runId: 'r',
     groupId: 'r.g00000',
     trajectoryId: 'r.g00000.t000',
     env: { name: 'frozenlake' },
     agent: { name: 'frozenlake', maxTurns: 8 },
-    reward: { formatWeight },
+    reward: { formatWeight, unreadablePenalty },
   } as TrajectoryInput;
 }
 
@@ -24,8 +24,8 @@ const unreadable: TurnOutcome = { kind: 'invalid', error: 'no move', next };
 const safeMove: TurnOutcome = { kind: 'stepped', reward: 0, done: false, info: {}, next };
 const intoHole: TurnOutcome = { kind: 'stepped', reward: 0, done: true, info: { outcome: 'hole' }, penalty: 0.25 };
 
-function play(formatWeight: number, outcomes: TurnOutcome[]): ReturnType<EpisodeTally['summary']> {
-  const tally = new EpisodeTally(input(formatWeight));
+function play(formatWeight: number, outcomes: TurnOutcome[], unreadablePenalty?: number): ReturnType<EpisodeTally['summary']> {
+  const tally = new EpisodeTally(input(formatWeight, unreadablePenalty));
   for (const outcome of outcomes) {
     tally.generated(reply);
     tally.answered(outcome);
@@ -43,6 +43,12 @@ describe('EpisodeTally', () => {
   it('charges nothing for an unreadable answer when answers earn no format credit', () => {
     expect(play(0, [unreadable, safeMove, unreadable]).turnPenalties).toBeUndefined();
     expect(play(0, [unreadable, intoHole]).turnPenalties).toEqual([0, 0.25]);
+  });
+
+  it('charges reward.unreadablePenalty instead of the format credit where it is set', () => {
+    expect(play(0.2, [unreadable, safeMove, intoHole], 1).turnPenalties).toEqual([1, 0, 0.25]);
+    expect(play(0.2, [unreadable, intoHole], 0).turnPenalties).toEqual([0, 0.25]);
+    expect(play(0, [unreadable, safeMove], 0.5).turnPenalties).toEqual([0.5, 0]);
   });
 
   it('leaves the summary without penalties when no turn paid one', () => {

@@ -78,6 +78,20 @@ describe('FrozenLake rules', () => {
     expect(goal.every((s) => s.penalty === undefined)).toBe(true);
   });
 
+  it('charges progressPenalty per step of distance to G a move fails to gain, on top of the hole penalty', () => {
+    // Classic map: S at (0,0), G at (3,3), holes at (1,1), (1,3), (2,3), (3,0).
+    const steps = play({ progressPenalty: 0.1, holePenalty: 0.5 }, [DOWN, UP, LEFT, DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]);
+    // towards G, away, into the edge, towards, towards, towards, towards, towards onto G
+    expect(steps.map((s) => s.penalty)).toEqual([undefined, 0.2, 0.1, undefined, undefined, undefined, undefined, undefined, undefined]);
+    expect(steps.map((s) => s.reward)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    expect(steps[8].info.outcome).toBe('goal');
+    // Into a hole: the hole penalty, plus what the move failed to gain.
+    expect(play({ progressPenalty: 0.1, holePenalty: 0.5 }, [RIGHT, DOWN])[1]).toMatchObject({ done: true, penalty: 0.5, info: { outcome: 'hole' } });
+    const away = play({ progressPenalty: 0.1, holePenalty: 0.5 }, [DOWN, DOWN, RIGHT, RIGHT, UP, LEFT]);
+    expect(away[5]).toMatchObject({ done: true, info: { outcome: 'hole' } });
+    expect(away[5].penalty).toBeCloseTo(0.7);
+  });
+
   it('ends the episode with reward 1 at the goal', () => {
     const steps = play({}, [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]);
     expect(steps.slice(0, -1).every((s) => s.reward === 0 && !s.done)).toBe(true);
@@ -106,6 +120,7 @@ describe('FrozenLake rules', () => {
     expect(() => lake({ size: 5 as 4 })).toThrow(/size/);
     expect(() => lake({ maxSteps: 0 })).toThrow(/maxSteps/);
     expect(() => lake({ holePenalty: -0.5 })).toThrow(/holePenalty must be a finite number >= 0, got -0.5/);
+    expect(() => lake({ progressPenalty: Infinity })).toThrow(/progressPenalty must be a finite number >= 0, got Infinity/);
     expect(() => lake({ seed: 0.5 })).toThrow(/seed/);
   });
 });

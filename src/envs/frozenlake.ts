@@ -57,6 +57,15 @@ export interface FrozenLakeOptions {
    * move is the goal not reached, a signal too faint to teach a small model to read the map.
    */
   holePenalty?: number;
+  /**
+   * Penalty (`StepResult.penalty`) on every move that brings the player no closer to G: this much
+   * per step of distance (Manhattan) it fails to gain, so 0 for a move towards G, once this for a
+   * move into the edge (nothing moves) and twice for a move away (default 0: none). It is
+   * potential-based shaping (Ng et al. 1999, potential minus the distance to G) written as a cost:
+   * every turn pays this less the distance it gained, so standing still, stepping back and forth
+   * and any detour pay for each turn they take, and a policy cannot avoid the holes by not moving.
+   */
+  progressPenalty?: number;
 }
 
 export interface FrozenLakeObservation {
@@ -159,15 +168,16 @@ function validateOptions(options: FrozenLakeOptions): void {
   if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
     throw new Error(`FrozenLake maxSteps must be a positive integer, got ${maxSteps}`);
   }
-  const { holePenalty = 0 } = options;
-  if (!(Number.isFinite(holePenalty) && holePenalty >= 0)) {
-    throw new Error(`FrozenLake holePenalty must be a finite number >= 0, got ${holePenalty}`);
+  for (const key of ['holePenalty', 'progressPenalty'] as const) {
+    const value = options[key] ?? 0;
+    if (!(Number.isFinite(value) && value >= 0)) throw new Error(`FrozenLake ${key} must be a finite number >= 0, got ${value}`);
   }
 }
 
 export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   readonly grid: readonly string[];
   private readonly start: readonly [number, number];
+  private readonly goal: readonly [number, number];
   /** Set by `reset()`, which `step()` requires first. */
   private rng!: Rng;
   private row = 0;
@@ -180,6 +190,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     validateOptions(options);
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
     this.start = findCell(this.grid, 'S')!;
+    this.goal = findCell(this.grid, 'G')!;
   }
 
   reset(): FrozenLakeObservation {
@@ -197,6 +208,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     if (!this.running) throw new Error('FrozenLake: no episode running; call reset() first');
 
     const [dr, dc] = MOVES[this.options.slippery ? slip(action, this.rng) : action];
+    const distanceBefore = this.distanceToGoal();
     const row = this.row + dr;
     const col = this.col + dc;
     const { size } = this.options;
@@ -207,14 +219,19 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     const cell = this.grid[this.row][this.col];
     const outcome: FrozenLakeOutcome = cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
     this.running = outcome === 'running';
-    const { holePenalty = 0 } = this.options;
+    const { holePenalty = 0, progressPenalty = 0 } = this.options;
+    const penalty = (outcome === 'hole' ? holePenalty : 0) + progressPenalty * (1 - (distanceBefore - this.distanceToGoal()));
     return {
       observation: this.observe(),
       reward: outcome === 'goal' ? 1 : 0,
       done: !this.running,
       info: { position: { row: this.row, col: this.col }, outcome, truncated: outcome === 'truncated' },
-      ...(outcome === 'hole' && holePenalty > 0 ? { penalty: holePenalty } : {}),
+      ...(penalty > 0 ? { penalty } : {}),
     };
+  }
+
+  private distanceToGoal(): number {
+    return Math.abs(this.goal[0] - this.row) + Math.abs(this.goal[1] - this.col);
   }
 
   /** Nothing to release: the environment holds no resources. */

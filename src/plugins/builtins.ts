@@ -30,6 +30,11 @@ export const FrozenLakeOptionsSchema = z.strictObject({
    * stays Gymnasium's (1 at G, 0 otherwise).
    */
   holePenalty: z.number().min(0).default(0),
+  /**
+   * Penalty per step of distance to G a move fails to gain (0 towards G, once into the edge, twice
+   * away), charged to that move alone by step-level credit: potential-based shaping as a cost.
+   */
+  progressPenalty: z.number().min(0).default(0),
 });
 
 export function registerBuiltins(api: PluginApi): void {
@@ -49,6 +54,7 @@ export function registerBuiltins(api: PluginApi): void {
         seed,
         maxSteps: options.maxSteps,
         holePenalty: options.holePenalty,
+        progressPenalty: options.progressPenalty,
       }),
     describe: (options) => `frozenlake-${options.size}x${options.size}-${options.map}${options.slippery ? '-slippery' : ''}`,
   });

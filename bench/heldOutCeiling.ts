@@ -1,0 +1,111 @@
+/**
+ * What a random-map run's held-out evaluation can show for a policy that reads only the cells next
+ * to the player: the share of the evaluation's maps (the very maps `eval` plays for each run seed)
+ * that such policies solve, beside what the shortest path solves.
+ *
+ * A policy that has learned to read the holes next to it, and to head for G (always at the
+ * bottom right), moves down or right onto ice. Where down and right are both a hole or the edge,
+ * it has to step back (left or up), which nothing in its first moves ever rewarded; these
+ * policies never do, so they fail there. Their scores are the level a run's held-out success
+ * reaches once it reads the holes, before it learns to plan around them, and they differ from seed
+ * to seed because each seed evaluates on its own 32 maps.
+ *
+ *   npm run build && node dist/bench/heldOutCeiling.js [--config FILE] [--seeds 1,2,3]
+ */
+import { parseArgs } from 'node:util';
+import { FrozenLake } from '../src/envs/frozenlake';
+import { createEnvironment } from '../src/plugins/registry';
+import { evaluationSeeds } from '../src/rl/evaluate';
+import { loadRunConfig } from '../src/runConfig';
+
+const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
+
+const DOWN: Step = [1, 0];
+const RIGHT: Step = [0, 1];
+type Step = readonly [number, number];
+type Cell = readonly [number, number];
+
+/** Whether a move from `cell` lands on the map and not in a hole. */
+function open(grid: readonly string[], [row, col]: Cell, [dr, dc]: Step): boolean {
+  const beyond = grid[row + dr]?.[col + dc];
+  return beyond !== undefined && beyond !== 'H';
+}
+
+/**
+ * Probability that a policy reaches G within `turns` moves from S, choosing among the open ones of
+ * `moves` with the probabilities `choose` gives them (none open: it has nowhere to go and fails).
+ */
+function successProbability(grid: readonly string[], turns: number, choose: (open: Step[]) => number[]): number {
+  const from = (cell: Cell, left: number): number => {
+    if (grid[cell[0]][cell[1]] === 'G') return 1;
+    if (left === 0) return 0;
+    const moves = [DOWN, RIGHT].filter((move) => open(grid, cell, move));
+    if (moves.length === 0) return 0;
+    return choose(moves).reduce((sum, p, i) => sum + (p > 0 ? p * from([cell[0] + moves[i][0], cell[1] + moves[i][1]], left - 1) : 0), 0);
+  };
+  return from([0, 0], turns);
+}
+
+/** Whether G is reachable from S within `turns` moves in any direction (breadth-first). */
+function shortestPathWithin(grid: readonly string[], turns: number): boolean {
+  let frontier: Cell[] = [[0, 0]];
+  const seen = new Set(['0,0']);
+  for (let depth = 0; depth <= turns; depth++) {
+    if (frontier.some(([row, col]) => grid[row][col] === 'G')) return true;
+    const next: Cell[] = [];
+    for (const cell of frontier) {
+      for (const move of [DOWN, RIGHT, [0, -1] as Step, [-1, 0] as Step]) {
+        const target: Cell = [cell[0] + move[0], cell[1] + move[1]];
+        if (!open(grid, cell, move) || seen.has(target.join())) continue;
+        seen.add(target.join());
+        next.push(target);
+      }
+    }
+    frontier = next;
+  }
+  return false;
+}
+
+const POLICIES: { name: string; solve: (grid: readonly string[], turns: number) => number }[] = [
+  { name: 'shortest path', solve: (grid, turns) => Number(shortestPathWithin(grid, turns)) },
+  { name: 'down, else right', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === 0))) },
+  { name: 'right, else down', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === moves.length - 1))) },
+  { name: 'down or right at even odds', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map(() => 1 / moves.length)) },
+];
+
+function main(): void {
+  const { values } = parseArgs({ options: { config: { type: 'string', default: DEFAULT_CONFIG }, seeds: { type: 'string', default: '1,2,3' } } });
+  const seeds = values.seeds.split(',').map(Number);
+  const bad = seeds.find((seed) => !Number.isSafeInteger(seed));
+  if (bad !== undefined) throw new Error(`--seeds: expected integers separated by commas, got ${JSON.stringify(values.seeds)}`);
+  const config = loadRunConfig(values.config);
+  if (config.env.name !== 'frozenlake' || config.env.map !== 'random' || config.env.slippery) {
+    throw new Error(`${values.config}: env must be frozenlake with map: random and slippery: false`);
+  }
+  const turns = Math.min(Number(config.env.maxSteps), config.agent.maxTurns);
+  console.log(
+    `held-out evaluation maps of ${values.config} (${config.eval.episodes} a seed, as eval plays them, ${turns} moves at most): ` +
+      'share solved by the shortest path, and by policies that read only the neighbouring cells and never move left or up',
+  );
+  const width = Math.max(...POLICIES.map((policy) => policy.name.length)) + 2;
+  console.log(`seed  ${POLICIES.map((policy) => policy.name.padStart(width)).join('')}`);
+  const totals = POLICIES.map(() => 0);
+  for (const seed of seeds) {
+    const grids = evaluationSeeds(seed, config.eval.episodes).map((envSeed) => {
+      const env = createEnvironment(config.env, envSeed, 'eval');
+      if (!(env instanceof FrozenLake)) throw new Error(`env ${config.env.name} is not the built-in FrozenLake`);
+      return env.grid;
+    });
+    const shares = POLICIES.map((policy) => grids.reduce((sum, grid) => sum + policy.solve(grid, turns), 0) / grids.length);
+    shares.forEach((share, i) => (totals[i] += share));
+    console.log(`${String(seed).padEnd(4)}  ${shares.map((share) => `${(100 * share).toFixed(0)}%`.padStart(width)).join('')}`);
+  }
+  console.log(`mean  ${totals.map((total) => `${((100 * total) / seeds.length).toFixed(0)}%`.padStart(width)).join('')}`);
+}
+
+try {
+  main();
+} catch (error) {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+}
