@@ -13,17 +13,17 @@
  *   npm run build && node dist/bench/heldOutCeiling.js [--config FILE] [--seeds 1,2,3]
  */
 import { parseArgs } from 'node:util';
-import { FrozenLake } from '../src/envs/frozenlake';
+import { FrozenLake, MOVES } from '../src/envs/frozenlake';
 import { createEnvironment } from '../src/plugins/registry';
 import { evaluationSeeds } from '../src/rl/evaluate';
 import { loadRunConfig } from '../src/runConfig';
 
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
 
-const DOWN: Step = [1, 0];
-const RIGHT: Step = [0, 1];
 type Step = readonly [number, number];
 type Cell = readonly [number, number];
+/** Towards G, which is always at the bottom right. */
+const [, DOWN, RIGHT] = MOVES;
 
 /** Whether a move from `cell` lands on the map and not in a hole. */
 function open(grid: readonly string[], [row, col]: Cell, [dr, dc]: Step): boolean {
@@ -33,9 +33,10 @@ function open(grid: readonly string[], [row, col]: Cell, [dr, dc]: Step): boolea
 
 /**
  * Probability that a policy reaches G within `turns` moves from S, choosing among the open ones of
- * `moves` with the probabilities `choose` gives them (none open: it has nowhere to go and fails).
+ * down and right (in that order) with the probabilities `choose` gives them (neither open: it
+ * fails there).
  */
-function successProbability(grid: readonly string[], turns: number, choose: (open: Step[]) => number[]): number {
+function successProbability(grid: readonly string[], turns: number, choose: (openMoves: Step[]) => number[]): number {
   const from = (cell: Cell, left: number): number => {
     if (grid[cell[0]][cell[1]] === 'G') return 1;
     if (left === 0) return 0;
@@ -54,7 +55,7 @@ function shortestPathWithin(grid: readonly string[], turns: number): boolean {
     if (frontier.some(([row, col]) => grid[row][col] === 'G')) return true;
     const next: Cell[] = [];
     for (const cell of frontier) {
-      for (const move of [DOWN, RIGHT, [0, -1] as Step, [-1, 0] as Step]) {
+      for (const move of MOVES) {
         const target: Cell = [cell[0] + move[0], cell[1] + move[1]];
         if (!open(grid, cell, move) || seen.has(target.join())) continue;
         seen.add(target.join());

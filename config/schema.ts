@@ -141,8 +141,9 @@ export const RewardConfigSchema = z.strictObject({
    * Charged to the turn of an answer the agent could not read, which per-turn credit compares with
    * the other answers given in the same state (default: `formatWeight`, the format credit it
    * forwent). Where every move a state offers costs more than that (a hole below, the edge to the
-   * right), an unreadable answer is the cheapest one there, and the format wears away: set it at
-   * least as high as the environment's costliest move.
+   * right), an unreadable answer is the cheapest one there and can spread; as high as the
+   * costliest move, it kept the format of random-map runs but delayed their learning to read the
+   * holes (docs/learning-benchmarks.md, "A heavier hole, a charge for not getting closer").
    */
   unreadablePenalty: z.number().nonnegative().optional(),
 });
