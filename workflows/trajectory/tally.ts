@@ -49,9 +49,10 @@ export class EpisodeTally {
       this.invalidActions++;
       // The format credit this answer forwent (or `reward.unreadablePenalty`) is its own cost, as
       // a move into a hole is that move's: per-turn credit then tells an unreadable answer from a
-      // readable one on the same state. Left to the episode's share alone, an unreadable answer's turn returned what a safe
-      // move's did, and random-map runs' unreadable answers grew from 5-12% to 18-29% of the
-      // answers (51% in one that broke; docs/learning-benchmarks.md, "Unreadable answers").
+      // readable one on the same state. Left to the episode's share alone, an unreadable answer's
+      // turn returned what a safe move's did, and random-map runs' unreadable answers grew from
+      // 5-12% to 18-29% of the answers (51% in one that broke; docs/learning-benchmarks.md,
+      // "Unreadable answers").
       const { formatWeight, unreadablePenalty = formatWeight } = this.input.reward;
       if (unreadablePenalty > 0) this.turnPenalties[this.turns - 1] = unreadablePenalty;
       return 'going on';
