@@ -5,7 +5,9 @@
  * visible hole near 0) from one that plays a fixed mix of moves (as often into a hole as onto ice),
  * and shows the answer format wearing away. It also counts the turns where down and right (towards
  * G) are both a hole or the edge, and how often the move there was left or up: a policy that only
- * ever moves down or right walks into the hole there.
+ * ever moves down or right walks into the hole there. And one cell further: the turns where one of
+ * down and right leads onto such a dead end and the other onto ice that is not one, and how often
+ * the move there went onto the dead end (a policy that reads only the cells next to it: about half).
  *
  *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
  */
@@ -14,6 +16,7 @@ import { parseAction } from '../src/agents/frozenlakeAgent';
 import { ACTION_NAMES } from '../src/envs/frozenlake';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
+import { beyond, DOWN, isDeadEnd, isOpen, RIGHT, type Step } from './frozenlakeCells';
 
 interface Band {
   episodes: number;
@@ -32,6 +35,9 @@ interface Band {
   /** Turns where neither down nor right leads onto the map's ice, and moves left or up there. */
   boxedIn: number;
   backOut: number;
+  /** Turns where down leads onto a dead end and right onto ice that is not one (or the reverse), and moves onto the dead end there. */
+  deadEndAhead: number;
+  ontoDeadEnd: number;
 }
 
 /**
@@ -47,6 +53,25 @@ function neighbours(turn: TurnRecord): Map<string, string> {
 /** What a move cannot step onto: a hole or the edge of the map. */
 const BLOCKED = new Set(['H', '#']);
 
+/**
+ * For the moves down and right, whether each lands on a dead end, read from the observation's grid
+ * lines ('P' marks the player); undefined for a move that is blocked itself.
+ */
+function deadEndsAhead(turn: TurnRecord): Map<'down' | 'right', boolean | undefined> {
+  const observation = turn.messages.at(-1)?.content ?? '';
+  const grid = observation.split('\n').slice(0, -1);
+  const row = grid.findIndex((line) => line.includes('P'));
+  const ahead = (move: Step): boolean | undefined => {
+    if (row < 0) return undefined;
+    const target = beyond([row, grid[row].indexOf('P')], move);
+    return isOpen(grid, target) ? isDeadEnd(grid, target) : undefined;
+  };
+  return new Map([
+    ['down', ahead(DOWN)],
+    ['right', ahead(RIGHT)],
+  ]);
+}
+
 function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
   band.episodes++;
   band.turns += summary.turns;
@@ -55,9 +80,16 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
   else if (summary.reason.includes('hole')) band.hole++;
   for (const turn of turns) {
     const cells = neighbours(turn);
-    if (![...cells.values()].includes('H')) continue;
     const parsed = parseAction(turn.text);
     if (!parsed.ok) continue;
+    const ahead = deadEndsAhead(turn);
+    const down = ahead.get('down');
+    const right = ahead.get('right');
+    if (down !== undefined && right !== undefined && down !== right) {
+      band.deadEndAhead++;
+      if (ACTION_NAMES[parsed.action] === (down ? 'down' : 'right')) band.ontoDeadEnd++;
+    }
+    if (![...cells.values()].includes('H')) continue;
     band.nextToHole++;
     const move = ACTION_NAMES[parsed.action];
     const beyond = cells.get(move);
@@ -93,6 +125,8 @@ async function main(): Promise<void> {
       intoEdge: 0,
       boxedIn: 0,
       backOut: 0,
+      deadEndAhead: 0,
+      ontoDeadEnd: 0,
     };
     bands.set(start, band);
     count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
@@ -106,6 +140,7 @@ async function main(): Promise<void> {
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
         `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${share(b.intoHole, b.nextToHole)} (of ${b.nextToHole} turns next to one; into the edge there ${share(b.intoEdge, b.nextToHole)}); ` +
         `down and right blocked on ${b.boxedIn} of them, left or up there ${share(b.backOut, b.boxedIn)}; ` +
+        `onto a dead end where the other of down and right was not one ${share(b.ontoDeadEnd, b.deadEndAhead)} (of ${b.deadEndAhead} turns); ` +
         `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }

@@ -13,9 +13,15 @@
  * what a uniform legal move scores, printed first). `--maps-per-step N` draws each step's turns from
  * N maps, as a train step of N groups sees them (one map per group), instead of a map per turn.
  *
- *   npm run build && node dist/bench/holeReading.js [--config FILE] [--steps 100] [--batch 32]
- *     [--learning-rate 3e-3] [--warmup-steps N] [--model '{"dModel":128}'] [--every 10]
- *     [--maps-per-step N] [--train-seed 1000]
+ * `--skill dead-ends` measures the next skill instead, reading one cell further: turns where one of
+ * down and right leads onto a dead end (a cell, not G, with down and right both a hole or the
+ * edge) and the other onto ice that is not one, answered with the other; the share printed is
+ * the first-token probability of the move onto the dead end, of those two (a policy that reads only
+ * the cells next to it: 0.5).
+ *
+ *   npm run build && node dist/bench/holeReading.js [--config FILE] [--skill holes|dead-ends]
+ *     [--steps 100] [--batch 32] [--learning-rate 3e-3] [--warmup-steps N]
+ *     [--model '{"dModel":128}'] [--every 10] [--maps-per-step N] [--train-seed 1000]
  */
 import { parseArgs } from 'node:util';
 import { ModelConfigSchema, type RunConfig } from '../config/schema';
@@ -32,6 +38,7 @@ import { runFormatWarmup } from '../src/rl/formatWarmup';
 import type { MaskedSequence } from '../src/rl/loss';
 import { PolicyTrainer, trainerSettings } from '../src/rl/trainer';
 import { loadRunConfig } from '../src/runConfig';
+import { beyond, isDeadEnd, isOpen } from './frozenlakeCells';
 
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
 /** Turns the policy is measured on: enough that one measurement moves by ~0.01, not more. */
@@ -39,8 +46,12 @@ const PROBE_TURNS = 200;
 /** Seed of the measured turns, apart from the training turns' (`--train-seed`). */
 const PROBE_SEED = 12345;
 
+const SKILLS = ['holes', 'dead-ends'] as const;
+type Skill = (typeof SKILLS)[number];
+
 interface Options {
   config: string;
+  skill: Skill;
   steps: number;
   batch: number;
   learningRate: number;
@@ -61,6 +72,7 @@ function parseOptions(argv: string[]): Options {
     args: argv,
     options: {
       config: { type: 'string', default: DEFAULT_CONFIG },
+      skill: { type: 'string', default: 'holes' },
       steps: { type: 'string', default: '100' },
       batch: { type: 'string', default: '32' },
       'learning-rate': { type: 'string', default: '3e-3' },
@@ -85,8 +97,11 @@ function parseOptions(argv: string[]): Options {
     throw new Error(`--model must be a JSON object of model settings, e.g. '{"dModel":128}': ${(err as Error).message}`, { cause: err });
   }
   if (typeof model !== 'object' || model === null || Array.isArray(model)) throw new Error(`--model must be a JSON object, got ${values.model}`);
+  const skill = SKILLS.find((name) => name === values.skill);
+  if (skill === undefined) throw new Error(`--skill must be one of ${SKILLS.join(', ')}, got ${values.skill}`);
   return {
     config: values.config,
+    skill,
     steps: count('steps', values.steps, 0),
     batch: count('batch', values.batch, 1),
     learningRate,
@@ -98,11 +113,11 @@ function parseOptions(argv: string[]): Options {
   };
 }
 
-/** A turn next to a visible hole, as the run's agent shows it, and which legal moves fall in. */
-interface HoleTurn {
+/** A turn as the run's agent shows it, the moves measured on it, and which of them are wrong. */
+interface ProbeTurn {
   promptIds: number[];
-  legal: number[];
-  intoHole: number[];
+  moves: number[];
+  wrong: number[];
 }
 
 /** A fresh random map of the training pool, as the run's environment draws it. */
@@ -113,46 +128,64 @@ function randomMap(config: RunConfig, rng: Rng): FrozenLake {
   return env;
 }
 
+const DOWN_MOVE = ACTION_NAMES.indexOf('down');
+const RIGHT_MOVE = ACTION_NAMES.indexOf('right');
+
 /**
- * A random cell of `env` as a turn, if it is a frozen cell with a hole beside it and some legal move
- * that is not a hole.
+ * The moves a skill measures on a cell, and which of them are wrong, or undefined if the cell
+ * does not test the skill. `holes`: the legal moves, those into a hole (some, not all). `dead-ends`:
+ * down and right, both open, the one onto a dead end (exactly one).
  */
-function turnBesideHole(config: RunConfig, env: FrozenLake, rng: Rng): HoleTurn | undefined {
+function skillMoves(skill: Skill, observation: FrozenLakeObservation): Pick<ProbeTurn, 'moves' | 'wrong'> | undefined {
+  const { grid, row, col } = observation;
+  const landing = (move: number) => beyond([row, col], MOVES[move]);
+  if (skill === 'holes') {
+    const legal = legalMoves(observation);
+    const intoHole = legal.filter((move) => !isOpen(grid, landing(move)));
+    return intoHole.length === 0 || intoHole.length === legal.length ? undefined : { moves: legal, wrong: intoHole };
+  }
+  const moves = [DOWN_MOVE, RIGHT_MOVE];
+  if (!moves.every((move) => isOpen(grid, landing(move)))) return undefined;
+  const wrong = moves.filter((move) => isDeadEnd(grid, landing(move)));
+  return wrong.length === 1 ? { moves, wrong } : undefined;
+}
+
+/** A random cell of `env` as a turn, if it is a frozen cell that tests `skill`. */
+function probeTurn(config: RunConfig, skill: Skill, env: FrozenLake, rng: Rng): ProbeTurn | undefined {
   const size = env.options.size;
   const row = Math.floor(rng() * size);
   const col = Math.floor(rng() * size);
   if (!'FS'.includes(env.grid[row][col])) return undefined;
   const observation: FrozenLakeObservation = { grid: [...env.grid], row, col, size, steps: 0 };
-  const legal = legalMoves(observation);
-  const intoHole = legal.filter((move) => env.grid[row + MOVES[move][0]][col + MOVES[move][1]] === 'H');
-  if (intoHole.length === 0 || intoHole.length === legal.length) return undefined;
+  const measured = skillMoves(skill, observation);
+  if (!measured) return undefined;
   // Without history every turn is a fresh context, exactly what an episode's first turn shows.
-  return { promptIds: renderConversationStart(createAgent(config.agent, env).begin(observation).messages), legal, intoHole };
+  return { promptIds: renderConversationStart(createAgent(config.agent, env).begin(observation).messages), ...measured };
 }
 
-/** Every this many cells tried in vain, the map of the turn being drawn is given up for a new one (it may have no turn beside a hole). */
+/** Every this many cells tried in vain, the map of the turn being drawn is given up for a new one (it may have no turn that tests the skill). */
 const TRIES_PER_MAP = 100;
 
 /**
- * `count` turns beside a hole on random training-pool maps: each on a map of its own, or, given
- * `maps`, taken in turn from that many maps, as a train step of that many groups sees them.
+ * `count` turns that test `skill` on random training-pool maps: each on a map of its own, or,
+ * given `maps`, taken in turn from that many maps, as a train step of that many groups sees them.
  */
-function holeTurns(config: RunConfig, count: number, rng: Rng, maps?: number): HoleTurn[] {
+function probeTurns(config: RunConfig, skill: Skill, count: number, rng: Rng, maps?: number): ProbeTurn[] {
   const stepMaps: FrozenLake[] = [];
-  const turns: HoleTurn[] = [];
+  const turns: ProbeTurn[] = [];
   let misses = 0;
   while (turns.length < count) {
     const slot = turns.length % (maps ?? 1);
     const env = maps === undefined ? randomMap(config, rng) : (stepMaps[slot] ??= randomMap(config, rng));
-    const turn = turnBesideHole(config, env, rng);
+    const turn = probeTurn(config, skill, env, rng);
     if (turn) turns.push(turn);
     else if (maps !== undefined && ++misses % TRIES_PER_MAP === 0) stepMaps[slot] = randomMap(config, rng);
   }
   return turns;
 }
 
-/** Mean over `turns` of the policy's first-token probability on moves into a hole, among the legal moves. */
-function holeShare(trainer: PolicyTrainer, turns: readonly HoleTurn[]): number {
+/** Mean over `turns` of the policy's first-token probability on the wrong moves, among the measured ones. */
+function wrongShare(trainer: PolicyTrainer, turns: readonly ProbeTurn[]): number {
   const firstTokens = ACTION_NAMES.map((name) => encode(name)[0]);
   const weights = toTensorWeights(trainer.checkpoint().weights);
   try {
@@ -162,7 +195,7 @@ function holeShare(trainer: PolicyTrainer, turns: readonly HoleTurn[]): number {
       const top = Math.max(...logits);
       const p = firstTokens.map((id) => Math.exp(logits[id] - top));
       const mass = (moves: number[]) => moves.reduce((total, move) => total + p[move], 0);
-      sum += mass(turn.intoHole) / mass(turn.legal);
+      sum += mass(turn.wrong) / mass(turn.moves);
     }
     return sum / turns.length;
   } finally {
@@ -170,10 +203,10 @@ function holeShare(trainer: PolicyTrainer, turns: readonly HoleTurn[]): number {
   }
 }
 
-/** One supervised example per turn: the prompt, then a uniformly random safe move (trained). */
-function safeMoveSamples(turns: readonly HoleTurn[], rng: Rng): MaskedSequence[] {
-  return turns.map(({ promptIds, legal, intoHole }) => {
-    const safe = legal.filter((move) => !intoHole.includes(move));
+/** One supervised example per turn: the prompt, then a uniformly random right move (trained). */
+function rightMoveSamples(turns: readonly ProbeTurn[], rng: Rng): MaskedSequence[] {
+  return turns.map(({ promptIds, moves, wrong }) => {
+    const safe = moves.filter((move) => !wrong.includes(move));
     const answer = [...encode(ACTION_NAMES[safe[Math.floor(rng() * safe.length)]]), SPECIAL_TOKENS.end];
     return { ids: [...promptIds, ...answer], lossMask: [...promptIds.map(() => 0), ...answer.map(() => 1)] };
   });
@@ -202,17 +235,22 @@ async function main(): Promise<void> {
   });
   trainer.resetOptimizer();
 
-  const probe = holeTurns(config, PROBE_TURNS, createRng(PROBE_SEED));
-  const uniform = probe.reduce((sum, turn) => sum + turn.intoHole.length / turn.legal.length, 0) / probe.length;
+  const probe = probeTurns(config, options.skill, PROBE_TURNS, createRng(PROBE_SEED));
+  const uniform = probe.reduce((sum, turn) => sum + turn.wrong.length / turn.moves.length, 0) / probe.length;
   console.log(
     `${options.config}: model ${JSON.stringify(model)}; warm-up ${warmupSteps} steps; then ${options.steps} supervised steps of ${options.batch} turns (${options.mapsPerStep === undefined ? 'a map each' : `from ${options.mapsPerStep} maps`}) at ${options.learningRate}, training seed ${options.trainSeed}`,
   );
-  console.log(`share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`);
-  console.log(`step 0: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
+  console.log(
+    options.skill === 'holes'
+      ? `share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`
+      : `share of the first move onto a dead end, of down and right, over ${probe.length} turns where one of them leads onto one (either at even odds: ${uniform.toFixed(3)})`,
+  );
+  console.log(`step 0: ${wrongShare(trainer, probe).toFixed(3)} (${elapsed()})`);
   const trainRng = createRng(options.trainSeed);
   for (let step = 1; step <= options.steps; step++) {
-    trainer.supervisedStep(safeMoveSamples(holeTurns(config, options.batch, trainRng, options.mapsPerStep), trainRng), { learningRate: options.learningRate });
-    if (step % options.every === 0 || step === options.steps) console.log(`step ${step}: ${holeShare(trainer, probe).toFixed(3)} (${elapsed()})`);
+    const turns = probeTurns(config, options.skill, options.batch, trainRng, options.mapsPerStep);
+    trainer.supervisedStep(rightMoveSamples(turns, trainRng), { learningRate: options.learningRate });
+    if (step % options.every === 0 || step === options.steps) console.log(`step ${step}: ${wrongShare(trainer, probe).toFixed(3)} (${elapsed()})`);
   }
   trainer.dispose();
 }

@@ -135,16 +135,20 @@ describe('benchmark scripts at tiny sizes', () => {
     const moves = await expectSuccess('frozenlakeMoves', ['scale', dataDir, '10'], 60_000);
     // The zero-latency stand-in samples version 0 only: one band holding all 32 episodes.
     expect(moves).toMatch(
-      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); down and right blocked on \d+ of them, left or up there \d\.\d\d; unreadable answers \d+%$/m,
+      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); down and right blocked on \d+ of them, left or up there \d\.\d\d; onto a dead end where the other of down and right was not one \d\.\d\d \(of \d+ turns\); unreadable answers \d+%$/m,
     );
   });
 
   test('npm run bench:held-out-ceiling', async () => {
     const output = await expectSuccess('heldOutCeiling', ['--seeds', '1,2'], 60_000);
     expect(output).toContain('(32 a seed, as eval plays them, 12 moves at most)');
-    expect(output).toMatch(/^seed +shortest path +down, else right +right, else down +down or right at even odds$/m);
-    // Every generated map is solvable within 12 moves; the one-step policies solve some of them.
-    for (const row of ['1', '2', 'mean']) expect(output).toMatch(new RegExp(`^${row} +100% +\\d+% +\\d+% +\\d+%$`, 'm'));
+    expect(output).toMatch(/^seed +shortest path +down, else right +right, else down +down or right at even odds +even odds, off dead ends$/m);
+    // Every generated map is solvable within 12 moves; the one-step policies solve some of them,
+    // and keeping off dead ends never solves fewer than the same policy walking onto them.
+    for (const row of ['1', '2', 'mean']) {
+      const [, evenOdds, lookingAhead] = output.match(new RegExp(`^${row} +100% +\\d+% +\\d+% +(\\d+)% +(\\d+)%$`, 'm')) ?? [];
+      expect(Number(lookingAhead)).toBeGreaterThanOrEqual(Number(evenOdds));
+    }
 
     const refused = await runScript('heldOutCeiling', ['--config', 'config/examples/frozenlake-train.yaml'], 60_000);
     expect(refused.code).toBe(1);
@@ -165,6 +169,18 @@ describe('benchmark scripts at tiny sizes', () => {
     const refused = await runScript('holeReading', ['--model', '{"dmodel":32}'], 60_000);
     expect(refused.code).toBe(1);
     expect(refused.output).toContain('--model: (model): Unrecognized key: "dmodel"');
+
+    const deadEnds = await expectSuccess(
+      'holeReading',
+      ['--skill', 'dead-ends', '--steps', '1', '--batch', '4', '--warmup-steps', '1', '--model', '{"dModel":32}'],
+      60_000,
+    );
+    // Exactly one of the two measured moves is wrong on every probe turn: even odds score 0.5.
+    expect(deadEnds).toMatch(/over 200 turns where one of them leads onto one \(either at even odds: 0\.500\)/);
+    expect(deadEnds).toMatch(/^step 1: 0\.\d{3} \(\d+ s\)$/m);
+    const unknownSkill = await runScript('holeReading', ['--skill', 'walls'], 60_000);
+    expect(unknownSkill.code).toBe(1);
+    expect(unknownSkill.output).toContain('--skill must be one of holes, dead-ends, got walls');
   });
 
   test('npm run bench:trainer', async () => {
