@@ -180,6 +180,13 @@ export const LossConfigSchema = z.strictObject({
    * to compare. Embedded trainer only.
    */
   entropyBonus: z.number().nonnegative().default(0),
+  /**
+   * Where the entropy bonus is paid. `all`: every trained token. `answer-start`: the first token of
+   * each answer only, where an agent that answers with its action chooses it; the tokens after it
+   * that only spell the choice out stay as sharp as the policy makes them (on every token, a bonus
+   * large enough to keep a random-map policy choosing broke the spelling of its moves first).
+   */
+  entropyBonusTokens: z.enum(['all', 'answer-start']).default('all'),
 });
 
 /**

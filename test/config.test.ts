@@ -69,6 +69,10 @@ describe('run config', () => {
       /trainer\.loss\.entropyBonus: is a setting of the embedded trainer/,
     );
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { entropyBonus: -0.01 } } })).toThrow(/trainer\.loss\.entropyBonus/);
+    expect(parseRunConfig({ env: { name: 'frozenlake' } }).trainer.loss.entropyBonusTokens).toBe('all');
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { entropyBonusTokens: 'first' } } })).toThrow(
+      /trainer\.loss\.entropyBonusTokens/,
+    );
     // Model calls run on inference workers unless a run asks for local activities.
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');

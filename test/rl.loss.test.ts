@@ -4,7 +4,7 @@ import { modelConfig } from '../src/model/config';
 import { parameterSpecs, initWeights } from '../src/model/weights';
 import { disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights, type TensorWeights } from '../src/model/transformer';
 import '../src/rl/gradients';
-import { lossInputs, policyLoss, sameSequenceParts, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+import { answerStarts, lossInputs, policyLoss, sameSequenceParts, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
 import { LossConfigSchema } from '../config/schema';
 
 /** The loss as a run's config sets it by default, at temperature 1. */
@@ -128,6 +128,31 @@ describe('policyLoss on fixed inputs', () => {
     expect(Array.from(grad.dataSync()).map((g) => Number(g.toFixed(6)))).toEqual([-0.02, -0.02, -0.02, -0.02, -0.02, 0]);
     tf.dispose([grad, ...Object.values(inputs)]);
     expect(() => evaluate({ entropyBonus: 0.1 })).toThrow(/entropyBonus > 0 needs the policy entropies/);
+  });
+
+  it('an entropy bonus at answer-start is paid on the first trained token of each answer alone', () => {
+    // Both rows start their answer at the first target: entropies 0.5 and 2.0, over 5 tokens.
+    expect(evaluate({ entropyBonus: 0.1, entropyBonusTokens: 'answer-start' }, false, true).loss).toBeCloseTo(TOKEN_MEAN - (0.1 * 2.5) / 5, 5);
+    const inputs = fixedInputs(false, true);
+    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, entropyBonus: 0.1, entropyBonusTokens: 'answer-start' };
+    const grad = tf.grad((entropies: tf.Tensor) => policyLoss({ ...inputs, entropies: entropies as tf.Tensor2D }, config).loss)(inputs.entropies!);
+    expect(Array.from(grad.dataSync()).map((g) => Number(g.toFixed(6)))).toEqual([-0.02, 0, 0, -0.02, 0, 0]);
+    tf.dispose([grad, ...Object.values(inputs)]);
+  });
+
+  it('answerStarts marks where each run of trained tokens begins, packed answers included', () => {
+    const starts = tf.tidy(() =>
+      answerStarts(
+        tf.tensor2d([
+          [0, 1, 1, 0, 0, 1, 1],
+          [1, 0, 1, 1, 1, 0, 0],
+        ]),
+      ).arraySync(),
+    );
+    expect(starts).toEqual([
+      [0, 1, 0, 0, 0, 1, 0],
+      [1, 0, 1, 0, 0, 0, 0],
+    ]);
   });
 });
 

@@ -23,12 +23,23 @@ export interface LossConfig {
   aggregation: 'token-mean' | 'sequence-mean-token-mean';
   /** Weight of the policy's entropy at the trained tokens, subtracted from the loss; 0 turns it off. */
   entropyBonus: number;
+  /** The trained tokens the bonus is paid on: all, or the first of each answer (each run of trained tokens). */
+  entropyBonusTokens: 'all' | 'answer-start';
   /** Sampling temperature: tokens are scored under the distribution that sampled them. */
   temperature: number;
 }
 
 /** Why `config` is not usable, or undefined. */
-export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, temperature }: LossConfig): string | undefined {
+export function lossConfigProblem({
+  epsilon,
+  epsilonHigh,
+  beta,
+  kl,
+  aggregation,
+  entropyBonus,
+  entropyBonusTokens,
+  temperature,
+}: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
   if (!(epsilonHigh > 0 && Number.isFinite(epsilonHigh))) return `epsilonHigh must be a finite number > 0, got ${epsilonHigh}`;
   if (!(beta >= 0 && Number.isFinite(beta))) return `beta must be a finite number >= 0, got ${beta}`;
@@ -37,6 +48,9 @@ export function lossConfigProblem({ epsilon, epsilonHigh, beta, kl, aggregation,
     return `aggregation must be token-mean or sequence-mean-token-mean, got ${JSON.stringify(aggregation)}`;
   }
   if (!(entropyBonus >= 0 && Number.isFinite(entropyBonus))) return `entropyBonus must be a finite number >= 0, got ${entropyBonus}`;
+  if (entropyBonusTokens !== 'all' && entropyBonusTokens !== 'answer-start') {
+    return `entropyBonusTokens must be all or answer-start, got ${JSON.stringify(entropyBonusTokens)}`;
+  }
   if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
   return undefined;
 }
@@ -247,7 +261,7 @@ export interface LossResult {
 /** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
 export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies } = inputs;
-  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus } = config;
+  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens } = config;
   const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
 
   // Importance ratio of the trained policy to the sampling one, per token:
@@ -278,9 +292,12 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   // distribution where the token was drawn. It keeps the policy sampling alternatives: one that
   // plays every state the same way makes every group all-solved or all-failed, which leaves GRPO
   // nothing to compare (and the mixed-outcome filter nothing to train).
+  // With `answer-start` it is paid where a run of trained tokens begins (mask 1 after 0): the
+  // first token of each answer.
   if (entropyBonus > 0) {
     if (!entropies) throw new Error('policyLoss: entropyBonus > 0 needs the policy entropies (lossInputs withEntropy)');
-    perToken = tf.sub(perToken, tf.mul(entropies, entropyBonus));
+    const paidAt = entropyBonusTokens === 'all' ? entropies : tf.mul(entropies, answerStarts(mask));
+    perToken = tf.sub(perToken, tf.mul(paidAt, entropyBonus));
   }
 
   const loss = aggregate(perToken, mask, aggregation);
@@ -295,6 +312,15 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const approxKl = maskedMean(tf.sub(tf.sub(ratio, 1), logRatio), mask);
   const entropy = maskedMean(tf.neg(behaviourLogprobs), mask);
   return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}) } };
+}
+
+/** 1 where a run of 1s of `mask` begins along each row (the first trained token of an answer), else 0. */
+export function answerStarts(mask: tf.Tensor2D): tf.Tensor2D {
+  const before = tf.pad(tf.slice(mask, [0, 0], [-1, mask.shape[1] - 1]), [
+    [0, 0],
+    [1, 0],
+  ]);
+  return tf.relu(tf.sub(mask, before)) as tf.Tensor2D;
 }
 
 /** Cross-entropy of the masked targets: -sum(mask * log p) / sum(mask). Call inside tf.tidy or a gradient function. */
