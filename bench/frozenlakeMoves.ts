@@ -16,7 +16,7 @@ import { parseAction } from '../src/agents/frozenlakeAgent';
 import { ACTION_NAMES } from '../src/envs/frozenlake';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
-import { beyond, DOWN, isDeadEnd, isOpen, RIGHT, type Step } from './frozenlakeCells';
+import { beyond, DOWN, isDeadEnd, isOpen, RIGHT, type Cell, type Step } from './frozenlakeCells';
 
 interface Band {
   episodes: number;
@@ -50,26 +50,18 @@ function neighbours(turn: TurnRecord): Map<string, string> {
   return new Map(line.split(', ').map((entry) => entry.split(' ') as [string, string]));
 }
 
-/** What a move cannot step onto: a hole or the edge of the map. */
-const BLOCKED = new Set(['H', '#']);
-
-/**
- * For the moves down and right, whether each lands on a dead end, read from the observation's grid
- * lines ('P' marks the player); undefined for a move that is blocked itself.
- */
-function deadEndsAhead(turn: TurnRecord): Map<'down' | 'right', boolean | undefined> {
+/** The observation's grid lines and the player's cell on them ('P' marks it), or undefined if it shows no grid. */
+function playerOnGrid(turn: TurnRecord): { grid: string[]; player: Cell } | undefined {
   const observation = turn.messages.at(-1)?.content ?? '';
   const grid = observation.split('\n').slice(0, -1);
   const row = grid.findIndex((line) => line.includes('P'));
-  const ahead = (move: Step): boolean | undefined => {
-    if (row < 0) return undefined;
-    const target = beyond([row, grid[row].indexOf('P')], move);
-    return isOpen(grid, target) ? isDeadEnd(grid, target) : undefined;
-  };
-  return new Map([
-    ['down', ahead(DOWN)],
-    ['right', ahead(RIGHT)],
-  ]);
+  return row < 0 ? undefined : { grid, player: [row, grid[row].indexOf('P')] };
+}
+
+/** Whether `move` from the player lands on a dead end; undefined for a move that is blocked itself. */
+function ontoDeadEnd(grid: readonly string[], player: Cell, move: Step): boolean | undefined {
+  const target = beyond(player, move);
+  return isOpen(grid, target) ? isDeadEnd(grid, target) : undefined;
 }
 
 function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
@@ -81,21 +73,22 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
   for (const turn of turns) {
     const cells = neighbours(turn);
     const parsed = parseAction(turn.text);
-    if (!parsed.ok) continue;
-    const ahead = deadEndsAhead(turn);
-    const down = ahead.get('down');
-    const right = ahead.get('right');
+    const seen = playerOnGrid(turn);
+    if (!parsed.ok || !seen) continue;
+    const { grid, player } = seen;
+    const move = ACTION_NAMES[parsed.action];
+    const down = ontoDeadEnd(grid, player, DOWN);
+    const right = ontoDeadEnd(grid, player, RIGHT);
     if (down !== undefined && right !== undefined && down !== right) {
       band.deadEndAhead++;
-      if (ACTION_NAMES[parsed.action] === (down ? 'down' : 'right')) band.ontoDeadEnd++;
+      if (move === (down ? 'down' : 'right')) band.ontoDeadEnd++;
     }
     if (![...cells.values()].includes('H')) continue;
     band.nextToHole++;
-    const move = ACTION_NAMES[parsed.action];
-    const beyond = cells.get(move);
-    if (beyond === 'H') band.intoHole++;
-    if (beyond === '#') band.intoEdge++;
-    if (BLOCKED.has(cells.get('down') ?? '') && BLOCKED.has(cells.get('right') ?? '')) {
+    const landing = cells.get(move);
+    if (landing === 'H') band.intoHole++;
+    if (landing === '#') band.intoEdge++;
+    if (isDeadEnd(grid, player)) {
       band.boxedIn++;
       if (move === 'left' || move === 'up') band.backOut++;
     }

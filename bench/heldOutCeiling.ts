@@ -33,8 +33,10 @@ function successProbability(grid: readonly string[], turns: number, choose: (ope
     if (left === 0) return 0;
     let moves = openTowardsG(grid, cell);
     if (moves.length === 0) return 0;
-    const outOfDeadEnds = moves.filter((move) => !isDeadEnd(grid, beyond(cell, move)));
-    if (lookAhead && outOfDeadEnds.length > 0) moves = outOfDeadEnds;
+    if (lookAhead) {
+      const offDeadEnds = moves.filter((move) => !isDeadEnd(grid, beyond(cell, move)));
+      if (offDeadEnds.length > 0) moves = offDeadEnds;
+    }
     return choose(moves).reduce((sum, p, i) => sum + (p > 0 ? p * from(beyond(cell, moves[i]), left - 1) : 0), 0);
   };
   return from([0, 0], turns);
