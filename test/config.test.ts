@@ -58,6 +58,8 @@ describe('run config', () => {
     ).toMatchObject({ holePenalty: 0.25 });
     expect(() => parseRunConfig({ env: { name: 'frozenlake', progressPenalty: 0.1 } })).toThrow(/env\.progressPenalty: is charged to the move alone/);
     expect(() => parseRunConfig({ env: { name: 'frozenlake', progressPenalty: -0.1 } })).toThrow(/env\.progressPenalty/);
+    expect(() => parseRunConfig({ env: { name: 'frozenlake', progressDistance: 'crow' } })).toThrow(/env\.progressDistance/);
+    expect(parseRunConfig({ env: { name: 'frozenlake', progressDistance: 'path' } }).env).toMatchObject({ progressDistance: 'path' });
     // The trust region is the embedded trainer's.
     const realModel = { env: { name: 'frozenlake' }, model: { path: '/models/any' }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
     expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();

@@ -1,6 +1,6 @@
 import { formatExample, FROZENLAKE_SYSTEM_PROMPT, invalidActionMessage, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
 import { createRng, hashString } from '../src/core/random';
-import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable } from '../src/envs/frozenlake';
+import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable, pathDistances } from '../src/envs/frozenlake';
 
 const LEFT = 0;
 const DOWN = 1;
@@ -92,6 +92,29 @@ describe('FrozenLake rules', () => {
     expect(away[5].penalty).toBeCloseTo(0.7);
   });
 
+  it('with progressDistance: path, charges the move onto a dead end and not the walk back out', () => {
+    // Classic map: (0,3) has a hole below and the edge on its right; the fewest moves from it to G
+    // go back through (0,2).
+    const moves = [RIGHT, RIGHT, RIGHT, LEFT];
+    expect(play({ progressPenalty: 0.1, progressDistance: 'path' }, moves).map((s) => s.penalty)).toEqual([undefined, undefined, 0.2, undefined]);
+    expect(play({ progressPenalty: 0.1 }, moves).map((s) => s.penalty)).toEqual([undefined, undefined, undefined, 0.2]);
+  });
+
+  it('pathDistances counts the fewest moves over the ice to G, a hole one more than its nearest frozen neighbour', () => {
+    expect(pathDistances(CLASSIC_MAPS[4])).toEqual([
+      [6, 5, 4, 5],
+      [5, 4, 3, 4],
+      [4, 3, 2, 1],
+      [3, 2, 1, 0],
+    ]);
+    expect(pathDistances(['SFF', 'FHH', 'FHG'])).toEqual([
+      [Infinity, Infinity, Infinity],
+      [Infinity, Infinity, 1],
+      [Infinity, 1, 0],
+    ]);
+    expect(pathDistances(['SF'])).toEqual([[Infinity, Infinity]]);
+  });
+
   it('ends the episode with reward 1 at the goal', () => {
     const steps = play({}, [DOWN, DOWN, RIGHT, DOWN, RIGHT, RIGHT]);
     expect(steps.slice(0, -1).every((s) => s.reward === 0 && !s.done)).toBe(true);
@@ -121,6 +144,7 @@ describe('FrozenLake rules', () => {
     expect(() => lake({ maxSteps: 0 })).toThrow(/maxSteps/);
     expect(() => lake({ holePenalty: -0.5 })).toThrow(/holePenalty must be a finite number >= 0, got -0.5/);
     expect(() => lake({ progressPenalty: Infinity })).toThrow(/progressPenalty must be a finite number >= 0, got Infinity/);
+    expect(() => lake({ progressDistance: 'euclidean' as 'path' })).toThrow(/progressDistance must be one of manhattan, path, got euclidean/);
     expect(() => lake({ seed: 0.5 })).toThrow(/seed/);
   });
 });

@@ -59,14 +59,26 @@ export interface FrozenLakeOptions {
   holePenalty?: number;
   /**
    * Penalty (`StepResult.penalty`) on every move that brings the player no closer to G: this much
-   * per step of distance (Manhattan) it fails to gain, so 0 for a move towards G, once this for a
-   * move into the edge (nothing moves) and twice for a move away (default 0: none). It is
-   * potential-based shaping (Ng et al. 1999, potential minus the distance to G) written as a cost:
-   * every turn pays this less the distance it gained, so standing still, stepping back and forth
-   * and any detour pay for each turn they take, and a policy cannot avoid the holes by not moving.
+   * per step of distance (`progressDistance`) it fails to gain, so 0 for a move towards G, once
+   * this for a move into the edge (nothing moves) and twice for a move away (default 0: none). It
+   * is potential-based shaping (Ng et al. 1999, potential minus the distance to G) written as a
+   * cost: every turn pays this less the distance it gained, so standing still, stepping back and
+   * forth and any detour pay for each turn they take, and a policy cannot avoid the holes by not
+   * moving.
    */
   progressPenalty?: number;
+  /**
+   * The distance to G that `progressPenalty` reads (default `manhattan`). `path`: the fewest moves
+   * over the ice (the geodesic distance, as navigation tasks reward its change), so a move onto a
+   * dead end, which the player must walk back out of, takes it further from G and pays for it on
+   * its own turn, where the Manhattan distance counts it as progress. A hole's distance is one more
+   * than its nearest frozen neighbour's, so the move into it is charged as any other step.
+   */
+  progressDistance?: ProgressDistance;
 }
+
+export const PROGRESS_DISTANCES = ['manhattan', 'path'] as const;
+export type ProgressDistance = (typeof PROGRESS_DISTANCES)[number];
 
 export interface FrozenLakeObservation {
   /** Map rows, top first, without the player. */
@@ -126,25 +138,34 @@ export function generateMap(size: number, seed: number, pFrozen = DEFAULT_P_FROZ
   throw new Error(`no solvable ${size}x${size} map${pool} after ${MAX_MAP_ATTEMPTS} attempts (pFrozen ${pFrozen})`);
 }
 
-/** Whether some path of non-hole cells leads from S to G (breadth-first search). */
+/** Whether some path of non-hole cells leads from S to G. */
 export function isSolvable(grid: readonly string[]): boolean {
   const start = findCell(grid, 'S');
-  if (!start) return false;
-  const queue = [start];
-  const seen = new Set([start.join()]);
+  return start !== undefined && Number.isFinite(pathDistances(grid)[start[0]][start[1]]);
+}
+
+/**
+ * The fewest moves from each cell to G over non-hole cells (breadth-first search from G), by row
+ * and column; Infinity where G cannot be reached (everywhere, if the grid has no G). A hole is
+ * given one more than its nearest frozen neighbour but never walked through.
+ */
+export function pathDistances(grid: readonly string[]): number[][] {
+  const distances = grid.map((line) => Array.from(line, () => Infinity));
+  const goal = findCell(grid, 'G');
+  if (!goal) return distances;
+  distances[goal[0]][goal[1]] = 0;
+  const queue = [goal];
   for (let i = 0; i < queue.length; i++) {
     const [row, col] = queue[i];
-    if (grid[row][col] === 'G') return true;
     for (const [dr, dc] of MOVES) {
-      const next: [number, number] = [row + dr, col + dc];
-      const key = next.join();
-      const cell = grid[next[0]]?.[next[1]];
-      if (cell === undefined || cell === 'H' || seen.has(key)) continue;
-      seen.add(key);
-      queue.push(next);
+      const [nextRow, nextCol] = [row + dr, col + dc];
+      const cell = grid[nextRow]?.[nextCol];
+      if (cell === undefined || distances[nextRow][nextCol] !== Infinity) continue;
+      distances[nextRow][nextCol] = distances[row][col] + 1;
+      if (cell !== 'H') queue.push([nextRow, nextCol]);
     }
   }
-  return false;
+  return distances;
 }
 
 function findCell(grid: readonly string[], cell: string): [number, number] | undefined {
@@ -172,12 +193,18 @@ function validateOptions(options: FrozenLakeOptions): void {
     const value = options[key] ?? 0;
     if (!(Number.isFinite(value) && value >= 0)) throw new Error(`FrozenLake ${key} must be a finite number >= 0, got ${value}`);
   }
+  const { progressDistance = 'manhattan' } = options;
+  if (!PROGRESS_DISTANCES.includes(progressDistance)) {
+    throw new Error(`FrozenLake progressDistance must be one of ${PROGRESS_DISTANCES.join(', ')}, got ${String(progressDistance)}`);
+  }
 }
 
 export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   readonly grid: readonly string[];
   private readonly start: readonly [number, number];
   private readonly goal: readonly [number, number];
+  /** By row and column, for `progressDistance: path`. */
+  private readonly pathDistance: readonly (readonly number[])[];
   /** Set by `reset()`, which `step()` requires first. */
   private rng!: Rng;
   private row = 0;
@@ -191,6 +218,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
     this.start = findCell(this.grid, 'S')!;
     this.goal = findCell(this.grid, 'G')!;
+    this.pathDistance = pathDistances(this.grid);
   }
 
   reset(): FrozenLakeObservation {
@@ -231,6 +259,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   }
 
   private distanceToGoal(): number {
+    if (this.options.progressDistance === 'path') return this.pathDistance[this.row][this.col];
     return Math.abs(this.goal[0] - this.row) + Math.abs(this.goal[1] - this.col);
   }
 

@@ -5,7 +5,7 @@ import { ModelAgent } from '../agents/modelAgent';
 import { ToolAgent } from '../agents/toolAgent';
 import { registerArithmetic } from '../envs/arithmetic';
 import { registerBashTerminal } from '../envs/bashTerminal';
-import { FrozenLake } from '../envs/frozenlake';
+import { FrozenLake, PROGRESS_DISTANCES } from '../envs/frozenlake';
 import { ToolEnvironment } from '../envs/toolEnvironment';
 import { TOOL_CALL_FORMATS } from '../tools/parsers';
 import type { PluginApi } from './types';
@@ -35,6 +35,11 @@ export const FrozenLakeOptionsSchema = z.strictObject({
    * away), charged to that move alone by step-level credit: potential-based shaping as a cost.
    */
   progressPenalty: z.number().min(0).default(0),
+  /**
+   * The distance to G that progressPenalty reads: `manhattan`, or `path` (the fewest moves over
+   * the ice, so a move onto a dead end pays for the walk back out).
+   */
+  progressDistance: z.enum(PROGRESS_DISTANCES).default('manhattan'),
 });
 
 export function registerBuiltins(api: PluginApi): void {
@@ -55,6 +60,7 @@ export function registerBuiltins(api: PluginApi): void {
         maxSteps: options.maxSteps,
         holePenalty: options.holePenalty,
         progressPenalty: options.progressPenalty,
+        progressDistance: options.progressDistance,
       }),
     describe: (options) => `frozenlake-${options.size}x${options.size}-${options.map}${options.slippery ? '-slippery' : ''}`,
   });
