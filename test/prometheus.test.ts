@@ -44,6 +44,9 @@ describe('prometheus', () => {
     expect(s.inFlight).toBe(0);
     expect(s.busyMs).toBeGreaterThanOrEqual(45);
     expect(s.activityMs).toBeGreaterThan(s.busyMs);
+    expect(tracker.mostInFlight).toBe(2);
+    tracker.begin()();
+    expect(tracker.mostInFlight).toBe(2);
     const snap = (workerId: string, uptimeMs: number, busyMs: number): BusySnapshot => ({
       workerId,
       uptimeMs,

@@ -8,26 +8,23 @@
  * request is in flight.
  */
 import type { EngineStats, GenerateRequest, GenerateResult } from '../../src/inference/provider';
+import { BusyTracker } from '../../src/metrics/busy';
 import { standInCompletion } from './completion';
 import type { StandInModel } from './standInModel';
 
 export class FixedLatencyStandIn implements StandInModel {
   /** Every version loaded and when (performance.now() ms), oldest first. */
   private readonly loads: { at: number; version: number }[] = [{ at: -Infinity, version: 0 }];
-  private inFlight = 0;
-  private mostInFlight = 0;
-  private busySince = 0;
-  private busyMs = 0;
+  /** Requests in flight: busy while at least one is. */
+  private readonly calls = new BusyTracker();
   private requests = 0;
   private generatedTokens = 0;
-  private readonly startedAt = performance.now();
 
   constructor(readonly latencyMs: number) {}
 
   async generate(request: GenerateRequest): Promise<GenerateResult> {
     const startedAt = performance.now();
-    if (this.inFlight++ === 0) this.busySince = startedAt;
-    this.mostInFlight = Math.max(this.mostInFlight, this.inFlight);
+    const callDone = this.calls.begin();
     this.requests++;
     try {
       await new Promise<void>((resolve, reject) => {
@@ -42,7 +39,7 @@ export class FixedLatencyStandIn implements StandInModel {
         );
       });
     } finally {
-      if (--this.inFlight === 0) this.busyMs += performance.now() - this.busySince;
+      callDone();
     }
     const completion = standInCompletion(request.sampling);
     const count = completion.completionIds.length;
@@ -63,19 +60,20 @@ export class FixedLatencyStandIn implements StandInModel {
   }
 
   busyMsNow(): number {
-    return this.busyMs + (this.inFlight > 0 ? performance.now() - this.busySince : 0);
+    return this.calls.stats().busyMs;
   }
 
   async stats(): Promise<EngineStats> {
+    const { uptimeMs, busyMs, inFlight } = this.calls.stats();
     return {
       policyVersion: this.loads[this.loads.length - 1].version,
-      uptimeMs: performance.now() - this.startedAt,
-      busyMs: this.busyMsNow(),
+      uptimeMs,
+      busyMs,
       decodeSteps: this.requests,
       generatedTokens: this.generatedTokens,
       batchSizeSum: this.requests,
-      maxBatchSize: this.mostInFlight,
-      running: this.inFlight,
+      maxBatchSize: this.calls.mostInFlight,
+      running: inFlight,
       waiting: 0,
     };
   }

@@ -1,8 +1,10 @@
 /**
- * How busy a worker process is: the time at least one of its activities was running (busyMs),
- * kept by a counter the activity interceptor updates, and published like the engine counters
- * (src/inference/statsReporter.ts) to `<dataDir>/env-workers/<workerId>.json` every few seconds,
- * so the trainer can put each step's env worker busy fraction into metrics.jsonl.
+ * How busy something is: the time at least one of its tasks was in flight (busyMs). A worker
+ * process counts its activities (the activity interceptor updates the tracker) and publishes the
+ * counts like the engine counters (src/inference/statsReporter.ts) to
+ * `<dataDir>/env-workers/<workerId>.json` every few seconds, so the trainer can put each step's env
+ * worker busy fraction into metrics.jsonl; the HTTP inference provider counts its requests on the
+ * model servers the same way.
  */
 import { readSnapshots, SnapshotReporter, type Snapshot } from './snapshots';
 
@@ -23,15 +25,17 @@ export type BusySnapshot = Snapshot<BusyStats>;
 export class BusyTracker {
   private readonly startedAt = performance.now();
   private inFlight = 0;
+  private peak = 0;
   private busySince = 0;
   private busyMs = 0;
   private activityMs = 0;
   private completed = 0;
 
-  /** Marks one activity started; call the returned function when it ends (extra calls ignored). */
+  /** Marks one task started; call the returned function when it ends (extra calls ignored). */
   begin(): () => void {
     const start = performance.now();
     if (this.inFlight++ === 0) this.busySince = start;
+    this.peak = Math.max(this.peak, this.inFlight);
     let ended = false;
     return () => {
       if (ended) return;
@@ -52,6 +56,11 @@ export class BusyTracker {
       activities: this.completed,
       inFlight: this.inFlight,
     };
+  }
+
+  /** Most in flight at once since the tracker started (not published: the engine stats carry it). */
+  get mostInFlight(): number {
+    return this.peak;
   }
 }
 

@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../log';
+import { BusyTracker } from '../../metrics/busy';
 import type { EngineStats, GenerateRequest, GenerateResult, InferenceProvider } from '../provider';
 import type { SampledCompletion, ServerBackend, ServerConnection } from './backend';
 import { abortError, isAbortError, ServerUnavailableError } from './errors';
@@ -75,13 +76,10 @@ class HttpProvider implements InferenceProvider {
   private readonly closing = new AbortController();
   private readonly pending = new Set<Promise<unknown>>();
 
-  private readonly startedAt = performance.now();
-  private running = 0;
+  /** Requests on the servers: busy while at least one is. */
+  private readonly requests = new BusyTracker();
   private waiting = 0;
-  private peakRunning = 0;
   private generatedTokens = 0;
-  private busyMs = 0;
-  private busySince = 0;
 
   constructor({ backend, servers, requestTimeoutS, weightLoadTimeoutS, backoff, logger }: HttpProviderOptions) {
     if (!(requestTimeoutS > 0)) throw new Error(`requestTimeoutS must be positive, got ${requestTimeoutS}`);
@@ -117,19 +115,19 @@ class HttpProvider implements InferenceProvider {
   }
 
   async stats(): Promise<EngineStats> {
-    const now = performance.now();
+    const { uptimeMs, busyMs, inFlight } = this.requests.stats();
     return {
       // -1 until trajflow loads weights: a server's initial weights carry no trajflow version.
       policyVersion: this.loadedVersion ?? -1,
-      uptimeMs: now - this.startedAt,
-      busyMs: this.busyMs + (this.running > 0 ? now - this.busySince : 0),
+      uptimeMs,
+      busyMs,
       // The servers' forward passes are not visible through their request APIs.
       decodeSteps: 0,
       generatedTokens: this.generatedTokens,
       batchSizeSum: 0,
       // Most requests this process has had on the servers at once.
-      maxBatchSize: this.peakRunning,
-      running: this.running,
+      maxBatchSize: this.requests.mostInFlight,
+      running: inFlight,
       waiting: this.waiting,
     };
   }
@@ -180,7 +178,7 @@ class HttpProvider implements InferenceProvider {
       const requestId = `trajflow-${randomUUID()}`;
       const call = this.backend.generateCall(request, requestId);
       const sentAt = performance.now();
-      this.requestSent();
+      const requestDone = this.requests.begin();
       try {
         const json = await callServer(server.url, call, { timeoutMs: this.requestTimeoutMs, signal });
         const sampled = this.backend.readGenerate(json, { server: server.url, endpoint: call.endpoint });
@@ -194,7 +192,7 @@ class HttpProvider implements InferenceProvider {
         if (isAbortError(error) && signal.aborted) await this.tellServerToAbort(server, requestId);
         throw error;
       } finally {
-        this.requestDone();
+        requestDone();
       }
     } finally {
       server.inFlight--;
@@ -274,15 +272,6 @@ class HttpProvider implements InferenceProvider {
 
   private connection(server: ServerState): ServerConnection {
     return { url: server.url, send: (call, { timeoutMs }) => callServer(server.url, call, { timeoutMs, signal: this.closing.signal }) };
-  }
-
-  private requestSent(): void {
-    if (this.running++ === 0) this.busySince = performance.now();
-    this.peakRunning = Math.max(this.peakRunning, this.running);
-  }
-
-  private requestDone(): void {
-    if (--this.running === 0) this.busyMs += performance.now() - this.busySince;
   }
 }
 
