@@ -14,11 +14,11 @@
  *   npm run build && node dist/bench/heldOutCeiling.js [--config FILE] [--seeds 1,2,3]
  */
 import { parseArgs } from 'node:util';
-import { FrozenLake, MOVES } from '../src/envs/frozenlake';
+import { FrozenLake, pathDistances } from '../src/envs/frozenlake';
 import { createEnvironment } from '../src/plugins/registry';
 import { evaluationSeeds } from '../src/rl/evaluate';
 import { loadRunConfig } from '../src/runConfig';
-import { beyond, isDeadEnd, isOpen, openTowardsG, type Cell, type Step } from './frozenlakeCells';
+import { beyond, isDeadEnd, openTowardsG, type Cell, type Step } from './frozenlakeCells';
 
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
 
@@ -42,30 +42,11 @@ function successProbability(grid: readonly string[], turns: number, choose: (ope
   return from([0, 0], turns);
 }
 
-/** Whether G is reachable from S within `turns` moves in any direction (breadth-first). */
-function shortestPathWithin(grid: readonly string[], turns: number): boolean {
-  let frontier: Cell[] = [[0, 0]];
-  const seen = new Set(['0,0']);
-  for (let depth = 0; depth <= turns; depth++) {
-    if (frontier.some(([row, col]) => grid[row][col] === 'G')) return true;
-    const next: Cell[] = [];
-    for (const cell of frontier) {
-      for (const move of MOVES) {
-        const target = beyond(cell, move);
-        if (!isOpen(grid, target) || seen.has(target.join())) continue;
-        seen.add(target.join());
-        next.push(target);
-      }
-    }
-    frontier = next;
-  }
-  return false;
-}
-
 const evenOdds = (moves: Step[]): number[] => moves.map(() => 1 / moves.length);
 
 const POLICIES: { name: string; solve: (grid: readonly string[], turns: number) => number }[] = [
-  { name: 'shortest path', solve: (grid, turns) => Number(shortestPathWithin(grid, turns)) },
+  // S is at the top left: its fewest moves over the ice to G.
+  { name: 'shortest path', solve: (grid, turns) => Number(pathDistances(grid)[0][0] <= turns) },
   { name: 'down, else right', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === 0))) },
   { name: 'right, else down', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === moves.length - 1))) },
   { name: 'down or right at even odds', solve: (grid, turns) => successProbability(grid, turns, evenOdds) },

@@ -203,8 +203,8 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   readonly grid: readonly string[];
   private readonly start: readonly [number, number];
   private readonly goal: readonly [number, number];
-  /** By row and column, for `progressDistance: path`. */
-  private readonly pathDistance: readonly (readonly number[])[];
+  /** By row and column; only with `progressDistance: path`. */
+  private readonly pathDistance?: readonly (readonly number[])[];
   /** Set by `reset()`, which `step()` requires first. */
   private rng!: Rng;
   private row = 0;
@@ -218,7 +218,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
     this.start = findCell(this.grid, 'S')!;
     this.goal = findCell(this.grid, 'G')!;
-    this.pathDistance = pathDistances(this.grid);
+    if (options.progressDistance === 'path') this.pathDistance = pathDistances(this.grid);
   }
 
   reset(): FrozenLakeObservation {
@@ -259,7 +259,7 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   }
 
   private distanceToGoal(): number {
-    if (this.options.progressDistance === 'path') return this.pathDistance[this.row][this.col];
+    if (this.pathDistance) return this.pathDistance[this.row][this.col];
     return Math.abs(this.goal[0] - this.row) + Math.abs(this.goal[1] - this.col);
   }
 
