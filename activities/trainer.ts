@@ -9,7 +9,7 @@
  * them from the checkpoint only when it is not at the step's base version.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { AgentConfig, EnvConfig, ModelSettings, TrainerConfig } from '../config/schema';
+import { usesTurnCredit, type AgentConfig, type EnvConfig, type ModelSettings, type TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
 import { INVALID_CONFIG } from '../src/core/failures';
 import { passesGroupFilter } from '../src/core/groupStats';
@@ -19,7 +19,7 @@ import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
-import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 import { evaluateOnce, type EvaluateInput, type EvaluationRecord } from './evaluation';
 import { withHeartbeat } from './heartbeat';
@@ -98,7 +98,7 @@ function weightedTurnCredit(
   trainer: TrainerConfig,
 ): number[][] | undefined {
   const { turnCredit } = trainer;
-  if (!turnCredit || turnCredit.weight === 0) return undefined;
+  if (!turnCredit || !usesTurnCredit(trainer)) return undefined;
   if (turns.some((record, i) => sequenceCounts[i] !== record.length)) {
     throw ApplicationFailure.create({
       type: INVALID_CONFIG,
@@ -219,6 +219,8 @@ class UtilizationClock {
 /** A step's training samples, and what the step's metrics read of the groups they came from. */
 interface LoadedBatch {
   samples: TrainingSample[];
+  /** The penalty of the turn each sample is (0 where none, or where a sample is a whole trajectory). */
+  turnCosts: number[];
   /** The episode-level advantage of every trained trajectory. */
   trajectoryAdvantages: number[];
   trajectoryTimes: TrajectoryTime[];
@@ -273,7 +275,7 @@ async function readGroupUnlessCorrupt(
  * filter skips, and groups with a corrupt stored file, are consumed without being trained.
  */
 async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
-  const batch: LoadedBatch = { samples: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
+  const batch: LoadedBatch = { samples: [], turnCosts: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
   for (const group of groups) {
     if (!passesGroupFilter(trainer.groupFilter, group)) {
       batch.skipped.push(group);
@@ -302,9 +304,17 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
       trajectorySequences.forEach((sequence, k) => {
         const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
         batch.samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
+        batch.turnCosts.push(summaries[i].turnPenalties?.[k] ?? 0);
         batch.tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
       });
       batch.trajectoryTimes.push(summaries[i].time);
+    });
+  }
+  // Each turn's own cost against the whole step's turns (a sample is a turn wherever per-turn credit is on).
+  const costWeight = trainer.turnCredit?.costWeight ?? 0;
+  if (costWeight > 0) {
+    costAdvantages(batch.turnCosts).forEach((advantage, j) => {
+      batch.samples[j].advantage += costWeight * advantage;
     });
   }
   return batch;

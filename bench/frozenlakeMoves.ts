@@ -7,7 +7,8 @@
  * G) are both a hole or the edge, and how often the move there was left or up: a policy that only
  * ever moves down or right walks into the hole there. And one cell further: the turns where one of
  * down and right leads onto such a dead end and the other onto ice that is not one, and how often
- * the move there went onto the dead end (a policy that reads only the cells next to it: about half).
+ * the move there went onto the dead end (a policy that reads only the cells next to it: about half)
+ * and how often it went right (a policy that picks by position rather than by the dead end: near 0 or 1).
  *
  *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
  */
@@ -35,9 +36,14 @@ interface Band {
   /** Turns where neither down nor right leads onto the map's ice, and moves left or up there. */
   boxedIn: number;
   backOut: number;
-  /** Turns where down leads onto a dead end and right onto ice that is not one (or the reverse), and moves onto the dead end there. */
+  /**
+   * Turns where down leads onto a dead end and right onto ice that is not one (or the reverse),
+   * moves onto the dead end there, and moves right there (near 0 or 1: the choice between down and
+   * right is made without looking at which one is the dead end).
+   */
   deadEndAhead: number;
   ontoDeadEnd: number;
+  rightAtDeadEndAhead: number;
 }
 
 /**
@@ -82,6 +88,7 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
     if (down !== undefined && right !== undefined && down !== right) {
       band.deadEndAhead++;
       if (move === (down ? 'down' : 'right')) band.ontoDeadEnd++;
+      if (move === 'right') band.rightAtDeadEndAhead++;
     }
     if (![...cells.values()].includes('H')) continue;
     band.nextToHole++;
@@ -120,6 +127,7 @@ async function main(): Promise<void> {
       backOut: 0,
       deadEndAhead: 0,
       ontoDeadEnd: 0,
+      rightAtDeadEndAhead: 0,
     };
     bands.set(start, band);
     count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
@@ -133,7 +141,7 @@ async function main(): Promise<void> {
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
         `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${share(b.intoHole, b.nextToHole)} (of ${b.nextToHole} turns next to one; into the edge there ${share(b.intoEdge, b.nextToHole)}); ` +
         `down and right blocked on ${b.boxedIn} of them, left or up there ${share(b.backOut, b.boxedIn)}; ` +
-        `onto a dead end where the other of down and right was not one ${share(b.ontoDeadEnd, b.deadEndAhead)} (of ${b.deadEndAhead} turns); ` +
+        `onto a dead end where the other of down and right was not one ${share(b.ontoDeadEnd, b.deadEndAhead)} (of ${b.deadEndAhead} turns, right there ${share(b.rightAtDeadEndAhead, b.deadEndAhead)}); ` +
         `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }

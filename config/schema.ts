@@ -203,7 +203,19 @@ export const TurnCreditConfigSchema = z.strictObject({
    * `holePenalty`, reach training only here).
    */
   discount: z.number().gt(0).lte(1).default(0.95),
+  /**
+   * Weight of each turn's own penalty measured against the train step's mean penalty per turn
+   * (`costAdvantages`), added to its advantage. The comparison on a cell needs another visit of
+   * that cell that moved otherwise, which a near-deterministic policy no longer makes; this term
+   * needs none, so a penalised move is pushed down wherever it is made. 0: off.
+   */
+  costWeight: z.number().nonnegative().default(0),
 });
+
+/** Whether a train step credits turns one by one (either term of `trainer.turnCredit` on). */
+export function usesTurnCredit({ turnCredit }: { turnCredit?: z.infer<typeof TurnCreditConfigSchema> }): boolean {
+  return turnCredit !== undefined && (turnCredit.weight > 0 || turnCredit.costWeight > 0);
+}
 
 export const TrainerConfigSchema = z.strictObject({
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
@@ -398,12 +410,12 @@ export const RunConfigSchema = z
         message: `must be at least trainer.batchGroups (${batchGroups}): a step looks at its batch's groups before any replacement`,
       });
     }
-    if ((config.trainer.turnCredit?.weight ?? 0) > 0 && config.agent.history !== 'none') {
+    if (usesTurnCredit(config.trainer) && config.agent.history !== 'none') {
       ctx.addIssue({ code: 'custom', path: ['trainer', 'turnCredit'], message: 'per-turn credit needs agent.history: none (one training sequence per turn)' });
     }
     // A penalty no training step reads would be silently ignored: FrozenLake's are the built-in ones.
     for (const key of ['holePenalty', 'progressPenalty'] as const) {
-      if (config.env.name === 'frozenlake' && Number(config.env[key] ?? 0) > 0 && !((config.trainer.turnCredit?.weight ?? 0) > 0)) {
+      if (config.env.name === 'frozenlake' && Number(config.env[key] ?? 0) > 0 && !usesTurnCredit(config.trainer)) {
         ctx.addIssue({
           code: 'custom',
           path: ['env', key],

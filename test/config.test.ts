@@ -48,7 +48,19 @@ describe('run config', () => {
     expect(parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).trainer.turnCredit).toEqual({
       weight: 1,
       discount: 0.95,
+      costWeight: 0,
     });
+    // The cost term alone is per-turn credit too: it also needs one sequence per turn, and reads the penalties.
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 0, costWeight: 5 } } })).toThrow(
+      /trainer\.turnCredit: per-turn credit needs agent\.history: none/,
+    );
+    expect(
+      parseRunConfig({ env: { name: 'frozenlake', holePenalty: 1 }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 0, costWeight: 5 } } }).trainer
+        .turnCredit,
+    ).toEqual({ weight: 0, discount: 0.95, costWeight: 5 });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1, costWeight: -1 } } })).toThrow(
+      /trainer\.turnCredit\.costWeight/,
+    );
     // A hole penalty reaches training only through per-turn credit.
     expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(
       /env\.holePenalty: is charged to the move alone, which only per-turn credit reads/,

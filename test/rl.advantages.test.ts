@@ -1,4 +1,4 @@
-import { computeAdvantages, turnAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
 
 const expectClose = (actual: number[], expected: number[]) => {
   expect(actual).toHaveLength(expected.length);
@@ -130,5 +130,23 @@ describe('turnAdvantages (anchor states)', () => {
   it('rejects a discount outside (0, 1]', () => {
     expect(() => turnAdvantages([], 'grpo', 0)).toThrow(/discount must be in \(0, 1\]/);
     expect(() => turnAdvantages([], 'grpo', 1.5)).toThrow(/discount/);
+  });
+});
+
+describe('costAdvantages (each turn against the mean cost)', () => {
+  it('pushes a costly turn down and a free one up, summing to zero', () => {
+    // Costs 0, 0, 0.2 (onto a dead end), 1 (into a hole): mean 0.3.
+    const advantages = costAdvantages([0, 0, 0.2, 1]);
+    expectClose(advantages, [0.3, 0.3, 0.1, -0.7]);
+    expect(advantages.reduce((sum, a) => sum + a, 0)).toBeCloseTo(0, 12);
+  });
+
+  it('gives exact zeros where every turn cost the same, and nothing for no turns', () => {
+    expect(costAdvantages([0.1, 0.1, 0.1])).toEqual([0, 0, 0]);
+    expect(costAdvantages([])).toEqual([]);
+  });
+
+  it('names a cost that is not a finite number', () => {
+    expect(() => costAdvantages([0, Number.NaN])).toThrow(/cost 1 is NaN/);
   });
 });

@@ -98,3 +98,24 @@ export function turnAdvantages(episodes: readonly EpisodeTurns[], estimator: Adv
   }
   return advantages;
 }
+
+/**
+ * Per-turn advantages from each turn's own cost, with the mean cost of all the turns given as the
+ * baseline:
+ *
+ *   A_t = -(c_t - mean(c))
+ *
+ * Where the environment charges a move its regret against the best move (FrozenLake with
+ * `progressDistance: path`: nothing on a shortest path over the ice, 0.1 per move of it given
+ * up), -c_t is for a move that stays on the ice the best policy's advantage Q*(s, a) - V*(s):
+ * known without a critic or a second visit of the state. Centring on the batch's mean makes the
+ * turns' pushes sum to zero, so tokens every answer shares (its format) are not pushed down as a whole.
+ */
+export function costAdvantages(costs: readonly number[]): number[] {
+  const bad = costs.findIndex((c) => !Number.isFinite(c));
+  if (bad >= 0) throw new Error(`costAdvantages: cost ${bad} is ${costs[bad]}, expected a finite number`);
+  // Equal costs compare nothing: exact zeros, where their float mean can differ in the last bit.
+  if (costs.every((c) => c === costs[0])) return costs.map(() => 0);
+  const mean = costs.reduce((sum, c) => sum + c, 0) / costs.length;
+  return costs.map((c) => mean - c);
+}

@@ -1,8 +1,9 @@
 /**
- * A train step whose batch holds a group with a corrupt stored file (a turn or a trajectory
- * summary): that group is skipped, logged at error level with the file and the reason, and counted
- * as groupsCorrupt; the rest of the batch trains as usual. The trainer activities run in a mock
- * activity context on a hand-made store (no Temporal server).
+ * The trainer's activities in a mock activity context on a hand-made store (no Temporal server):
+ * a train step whose batch holds a group with a corrupt stored file (a turn or a trajectory
+ * summary) skips that group, logs it at error level with the file and the reason, and counts it as
+ * groupsCorrupt while the rest of the batch trains as usual; a resumed run goes on where it
+ * stopped; per-turn costs reach the gradient.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -27,25 +28,30 @@ function capturingLogger(records: Record<string, unknown>[]) {
   return pino({ level: 'debug' }, { write: (line: string) => void records.push(JSON.parse(line)) });
 }
 
-/** Turn `n` of a trajectory whose every turn samples `completionLength` tokens, all in one context. */
-function turn(trajectoryId: string, n: number, completionLength: number): TurnRecord {
+/**
+ * Turn `n` of a trajectory whose every turn samples `completionLength` tokens, all in one context
+ * unless every turn starts afresh (an agent that keeps no history).
+ */
+function turn(trajectoryId: string, n: number, completionLength: number, freshContexts = false): TurnRecord {
   const completionIds = Array.from({ length: completionLength }, (_, i) => 40 + n * 10 + i);
   return {
     trajectoryId,
     turn: n,
-    messages: [{ role: 'user', content: `observation ${n}` }],
+    ...(freshContexts ? { startsContext: true } : {}),
+    messages: [{ role: 'user', content: `${trajectoryId} observation ${n}` }],
     promptDeltaIds: [10 + n, 11 + n, 12 + n],
     completionIds,
     logprobs: completionIds.map(() => -1.5),
     policyVersions: completionIds.map(() => 0),
     finishReason: 'stop',
     text: `move ${n}`,
-    contextTokens: 3 + n * (3 + completionLength),
+    contextTokens: freshContexts ? 3 : 3 + n * (3 + completionLength),
   };
 }
 
-function summary(groupId: string, trajectoryId: string, reward: number, time: TrajectoryTime): TrajectorySummary {
+function summary(groupId: string, trajectoryId: string, reward: number, time: TrajectoryTime, turnPenalties?: number[]): TrajectorySummary {
   return {
+    ...(turnPenalties ? { turnPenalties } : {}),
     runId: RUN,
     groupId,
     trajectoryId,
@@ -65,24 +71,39 @@ function summary(groupId: string, trajectoryId: string, reward: number, time: Tr
   };
 }
 
-/** A group of two two-turn trajectories, one solved and one not, stored turn by turn. */
-async function storeGroup(store: TrajectoryStore, groupId: string, completionLength: number, time: TrajectoryTime): Promise<GroupSummary> {
+/** How `storeGroup` varies its group; by default one trajectory solved and one not, in one context each. */
+interface GroupShape {
+  rewards?: [number, number];
+  freshContexts?: boolean;
+  /** Each trajectory's penalty by turn. */
+  turnPenalties?: [number[], number[]];
+}
+
+/** A group of two two-turn trajectories, stored turn by turn. */
+async function storeGroup(
+  store: TrajectoryStore,
+  groupId: string,
+  completionLength: number,
+  time: TrajectoryTime,
+  { rewards = [1, 0], freshContexts = false, turnPenalties }: GroupShape = {},
+): Promise<GroupSummary> {
   const trajectoryIds = [`${groupId}.t0`, `${groupId}.t1`];
-  const rewards = [1, 0];
   for (const [i, trajectoryId] of trajectoryIds.entries()) {
-    for (let n = 0; n < 2; n++) await store.putTurnOnce(RUN, turn(trajectoryId, n, completionLength));
-    await store.putTrajectory(summary(groupId, trajectoryId, rewards[i], time));
+    for (let n = 0; n < 2; n++) await store.putTurnOnce(RUN, turn(trajectoryId, n, completionLength, freshContexts));
+    await store.putTrajectory(summary(groupId, trajectoryId, rewards[i], time, turnPenalties?.[i]));
   }
+  const solved = rewards.map((r) => r > 0);
+  const rewardMean = (rewards[0] + rewards[1]) / 2;
   return {
     runId: RUN,
     groupId,
     trajectoryIds,
     rewards,
-    solved: [true, false],
+    solved,
     turns: [2, 2],
     failed: [],
-    rewardMean: 0.5,
-    rewardStd: 0.5,
+    rewardMean,
+    rewardStd: Math.abs(rewards[0] - rewardMean),
   };
 }
 
@@ -98,13 +119,13 @@ beforeEach(() => {
 afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
 
 /** The trainer activities on `dataDir`, with version 0 of the run published, and their log records. */
-async function preparedTrainer() {
+async function preparedTrainer(trainerConfig: Record<string, unknown> = {}) {
   const logs: Record<string, unknown>[] = [];
   const store = new TrajectoryStore(dataDir);
   const checkpoints = new CheckpointStore(dataDir);
   const model = ModelConfigSchema.parse({ dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, maxContext: 64 });
   const activities = createTrainerActivities({ model, compatibility: COMPATIBILITY, store, checkpoints, dataDir, logger: capturingLogger(logs) });
-  const trainer = TrainerConfigSchema.parse({ learningRate: 1e-2 });
+  const trainer = TrainerConfigSchema.parse({ learningRate: 1e-2, ...trainerConfig });
   const env = EnvConfigSchema.parse({ name: 'frozenlake' });
   const agent = AgentConfigSchema.parse({});
   const prepare = () => new MockActivityEnvironment().run(activities.preparePolicy, { runId: RUN, trainer, temperature: 1, env, agent });
@@ -180,5 +201,34 @@ describe('a resumed run', () => {
     await trainStep(groups);
     // Version 1 is published: a new training workflow resumes at step 1, with group 5.
     await expect(prepare()).resolves.toEqual({ version: 1, step: 1, nextGroupIndex: 5 });
+  });
+});
+
+describe('per-turn costs (trainer.turnCredit.costWeight)', () => {
+  // Both trajectories solved (equal rewards: every episode-level advantage is 0), and each turn
+  // shows its own trajectory's messages, so no state recurs for the comparison on a cell. Turn 1 of
+  // the second trajectory paid 0.2, every other turn nothing: only the cost term can see it.
+  const shape: GroupShape = {
+    rewards: [1, 1],
+    freshContexts: true,
+    turnPenalties: [
+      [0, 0],
+      [0, 0.2],
+    ],
+  };
+
+  it('trains on the costly turn where no other visit of its state compares it', async () => {
+    const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1, costWeight: 5 } });
+    const { metrics } = await trainStep([await storeGroup(store, 'g-costly', 3, HEALTHY_TIME, shape)]);
+    // One sequence per turn: 2 trajectories x 2 turns.
+    expect(metrics.sequences).toBe(4);
+    expect(metrics.gradNorm).toBeGreaterThan(0);
+  });
+
+  it('without the cost term, the same group moves nothing', async () => {
+    const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1, costWeight: 0 } });
+    const { metrics } = await trainStep([await storeGroup(store, 'g-costly', 3, HEALTHY_TIME, shape)]);
+    // Every advantage 0: the trainer does not even run the batch.
+    expect(metrics).toMatchObject({ sequences: 0, tokens: 0, gradNorm: 0 });
   });
 });
