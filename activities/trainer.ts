@@ -87,8 +87,9 @@ export interface TrainStepOutput {
 
 /**
  * omega x the per-turn advantage of every turn of a group's trajectories (anchor state: the
- * messages the turn showed), or undefined when per-turn credit is off. Needs one training
- * sequence per turn (`sequenceCounts[i]` per trajectory), so that a turn's advantage is its sequence's.
+ * messages the turn showed), or undefined when omega is 0. Checks, whenever either term of
+ * per-turn credit is on, that there is one training sequence per turn (`sequenceCounts[i]` per
+ * trajectory), so that a turn's advantage is its sequence's.
  */
 function weightedTurnCredit(
   turns: readonly TurnRecord[][],
@@ -106,6 +107,8 @@ function weightedTurnCredit(
       nonRetryable: true,
     });
   }
+  // The cost term alone (costWeight, applied over the whole batch) needs the check, not the comparison.
+  if (turnCredit.weight === 0) return undefined;
   const episodes = turns.map((record, i) => ({
     states: record.map((turn) => JSON.stringify(turn.messages)),
     reward: rewards[i],

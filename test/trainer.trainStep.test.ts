@@ -225,6 +225,13 @@ describe('per-turn costs (trainer.turnCredit.costWeight)', () => {
     expect(metrics.gradNorm).toBeGreaterThan(0);
   });
 
+  it('trains on it with the comparison on a cell off (weight 0) as well', async () => {
+    const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 0, costWeight: 5 } });
+    const { metrics } = await trainStep([await storeGroup(store, 'g-costly', 3, HEALTHY_TIME, shape)]);
+    expect(metrics.sequences).toBe(4);
+    expect(metrics.gradNorm).toBeGreaterThan(0);
+  });
+
   it('without the cost term, the same group moves nothing', async () => {
     const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1, costWeight: 0 } });
     const { metrics } = await trainStep([await storeGroup(store, 'g-costly', 3, HEALTHY_TIME, shape)]);
