@@ -9,7 +9,7 @@ import { modelConfig } from '../src/model/config';
 import { KVCache } from '../src/model/kvCache';
 import { sampleToken, samplerParamsProblem } from '../src/model/sampler';
 import { decodeStep, disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
-import { rowMajor, vecMatKernel } from '../src/model/vecMat';
+import { rowMajor, simdKernels } from '../src/model/simdKernels';
 import { initWeights, loadCheckpoint, saveCheckpoint } from '../src/model/weights';
 
 const config = modelConfig({ maxContext: 256 });
@@ -213,7 +213,7 @@ describe('transformer', () => {
   });
 
   it('vecMat computes each column as an in-order float32 sum, row-major or in blocks of 16 columns', () => {
-    const vecMat = vecMatKernel();
+    const { vecMat } = simdKernels();
     const rng = createRng(4);
     const random = (n: number) => tf.tensor1d(Array.from({ length: n }, () => rng() * 2 - 1));
     // [T, width, blocked]: whole blocks of 16 columns, groups of 4 and single columns; T = 1 too.
@@ -242,6 +242,56 @@ describe('transformer', () => {
       }
       tf.dispose([a, M, bias, out]);
     }
+  });
+
+  it('expShift gives exp(scale (x - max)) within 2e-7 relative, exactly 0 below -87, and their float32 sum', () => {
+    const { expShift } = simdKernels();
+    const rng = createRng(8);
+    // n not a multiple of 4; differences from the max spread over [-100, 0] so some fall below the floor.
+    for (const [n, scale] of [
+      [1, 1],
+      [7, 1],
+      [261, 1],
+      [261, 2.5],
+    ] as const) {
+      const values = Array.from({ length: n }, () => 3 - (rng() * 100) / scale);
+      const x = tf.tensor1d([...values, 0, 0, 0]);
+      const total = expShift(heapAddress(x), n, scale);
+      const e = (x.dataSync() as Float32Array).slice(0, n);
+      const max = Math.max(...values.map(Math.fround));
+      let worst = 0;
+      values.forEach((v, i) => {
+        const exponent = Math.fround(Math.fround(Math.fround(v) - max) * scale);
+        if (exponent < -87) expect(e[i]).toBe(0);
+        else worst = Math.max(worst, Math.abs(e[i] / Math.exp(exponent) - 1));
+      });
+      expect(worst).toBeLessThan(2e-7);
+      expect(Math.abs(total / e.reduce((sum, w) => sum + w, 0) - 1)).toBeLessThan(1e-6);
+      x.dispose();
+    }
+  });
+
+  it('reserves the capacity a staged sequence asks for, so decoding up to it never reallocates', () => {
+    const weights = toTensorWeights(initWeights(config, 5));
+    const cache = new KVCache(config);
+    cache.stage(
+      0,
+      prefill(
+        weights,
+        Array.from({ length: 40 }, (_, i) => i),
+      ).kv,
+      150,
+    );
+    cache.arrange([0]);
+    const [capacity, keys] = [cache.capacity, cache.layerKeys(0)];
+    expect(capacity).toBe(192);
+    for (let position = 40; position < 150; position++) {
+      cache.arrange([0]);
+      decodeStep(weights, cache, Int32Array.of(position % config.vocabSize));
+    }
+    expect([cache.capacity, cache.layerKeys(0)]).toEqual([capacity, keys]);
+    cache.dispose();
+    disposeTensorWeights(weights);
   });
 
   it('rejects tokens outside the vocabulary and sequences beyond the context', () => {

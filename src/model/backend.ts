@@ -34,9 +34,12 @@ export function heapView(tensor: tf.Tensor): Float32Array {
 }
 
 /**
- * Where a float32 tensor's data starts on the wasm heap, in bytes, for kernels that share the heap
- * (see vecMat.ts). Valid while the tensor lives: heap growth moves no data.
+ * Where a float32 or int32 tensor's data starts on the wasm heap, in bytes, for kernels that share
+ * the heap (see simdKernels.ts). Valid while the tensor lives: heap growth moves no data.
  */
 export function heapAddress(tensor: tf.Tensor): number {
-  return heapView(tensor).byteOffset;
+  const backend = tf.backend();
+  if (!(backend instanceof BackendWasm)) throw new Error('heapAddress needs the wasm backend (call initBackend first)');
+  if (tensor.dtype !== 'float32' && tensor.dtype !== 'int32') throw new Error(`heapAddress needs a float32 or int32 tensor, got ${tensor.dtype}`);
+  return backend.typedArrayFromHeap(tensor).byteOffset;
 }

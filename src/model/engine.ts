@@ -174,7 +174,10 @@ export class BatchingEngine {
       try {
         const { logits, kv } = prefill(this.weights, sequence.request.promptIds);
         if (!this.sample(sequence, logits)) {
-          this.cache.stage(sequence.id, kv);
+          // Its prompt, the tokens it may still generate (the last sampled one is never written), and
+          // at most the context.
+          const reserve = Math.min(this.config.maxContext, sequence.request.promptIds.length + sequence.request.sampling.maxTokens - 1);
+          this.cache.stage(sequence.id, kv, reserve);
           this.running.push(sequence);
         }
       } catch (err) {

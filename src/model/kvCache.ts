@@ -8,8 +8,9 @@
  *   keys:   key feature j at   (floor(p / 16) hd + j) 16 + p mod 16   (blocks of 16 positions, transposed)
  *   values: value feature j at p hd + j                                (row-major)
  *
- * whatever C is: the two products of cached attention (see `cachedAttention` in transformer.ts)
- * then stream through the region's start, and a capacity change copies each region's filled
+ * whatever C is: each decode step's keys and values are written there by the `writeKV` kernel and
+ * read by the `attention` kernel (simdKernels.ts), whose two products stream through the region's
+ * start, and a capacity change copies each region's filled
  * prefix as it is. Attention reads a row's filled positions only, never the ones past its length
  * nor any other row: that is what makes batched decoding reproduce unbatched decoding bit for bit,
  * whatever C is. A free row keeps whatever its last sequence left; it decodes a dummy token nobody
@@ -21,21 +22,15 @@
  * rows and columns waste more compute than a copy costs.
  */
 import * as tf from '@tensorflow/tfjs-core';
-import { heapView } from './backend';
+import { heapAddress, heapView } from './backend';
 import { headDim, type ModelConfig } from './config';
+import { BLOCK_COLUMNS, simdKernels } from './simdKernels';
 
 /** Capacity grows and shrinks in steps of this many positions (a multiple of KEY_BLOCK). */
 export const CHUNK = 64;
-/** Positions per block of the keys' layout: the columns vecMat takes at once (see vecMat.ts). */
-export const KEY_BLOCK = 16;
+/** Positions per block of the keys' layout: the columns vecMat takes at once. */
+export const KEY_BLOCK = BLOCK_COLUMNS;
 const FREE = -1;
-
-/**
- * Within a (row, head) region: where feature 0 of position p's key is (feature j follows at
- * + j KEY_BLOCK), and where its value is (feature j at + j).
- */
-const keyAt = (p: number, hd: number) => (p - (p % KEY_BLOCK)) * hd + (p % KEY_BLOCK);
-const valueAt = (p: number, hd: number) => p * hd;
 
 /**
  * A sequence's keys and values for its first `length` positions, per layer already laid out as its
@@ -80,6 +75,8 @@ export class KVCache {
   private values: tf.Tensor4D[] = [];
   /** Prompts prefilled but not yet seated. */
   private readonly staged = new Map<number, SequenceKV>();
+  /** Positions each staged or seated sequence may come to hold (see `stage`). */
+  private readonly reserved = new Map<number, number>();
 
   constructor(private readonly config: ModelConfig) {}
 
@@ -113,14 +110,19 @@ export class KVCache {
     return this.values[layer];
   }
 
-  /** Holds a prefilled prompt until its sequence is seated by the next `arrange`. */
-  stage(id: number, kv: SequenceKV): void {
+  /**
+   * Holds a prefilled prompt until its sequence is seated by the next `arrange`. `reserve`: the most
+   * positions the sequence may come to hold (its prompt and what it may still generate); capacity
+   * covers it from the seating on, so a batch does not reallocate to grow while it decodes.
+   */
+  stage(id: number, kv: SequenceKV, reserve = 0): void {
     this.staged.set(id, kv);
+    this.reserved.set(id, reserve);
   }
 
   /**
    * Seats exactly the sequences `ids` (already seated, or staged), each with room for one more
-   * token, and frees every other row.
+   * token and for what it reserved, and frees every other row.
    */
   arrange(ids: readonly number[]): void {
     const wanted = new Set(ids);
@@ -135,7 +137,8 @@ export class KVCache {
       if (!prompt) throw new Error(`sequence ${id} has neither a row nor a staged prompt`);
       return prompt.length;
     };
-    const needed = Math.ceil((Math.max(0, ...ids.map(lengthOf)) + 1) / CHUNK) * CHUNK;
+    const positionsOf = (id: number) => Math.max(lengthOf(id) + 1, this.reserved.get(id) ?? 0);
+    const needed = Math.ceil(Math.max(0, ...ids.map(positionsOf)) / CHUNK) * CHUNK;
     const freeRows = this.rowIds.filter((id) => id === FREE).length;
     const outOfRoom = joining.length > freeRows || needed > this.columns;
     const wasteful = ids.length <= this.rows / 2 || needed <= this.columns - 2 * CHUNK;
@@ -143,27 +146,14 @@ export class KVCache {
     for (const id of joining) this.seat(id, this.rowIds.indexOf(FREE));
   }
 
-  /** Writes this step's keys and values (columns D..3D of each row of `qkv` [R, 3D]) at each seated row's position. */
-  write(layer: number, qkv: Float32Array): void {
-    const { dModel: D, nHeads: H } = this.config;
-    const hd = headDim(this.config);
-    const keys = heapView(this.keys[layer]);
-    const values = heapView(this.values[layer]);
-    this.rowIds.forEach((id, row) => {
-      if (id === FREE) return;
-      const p = this.rowLengths[row];
-      const k = row * 3 * D + D; // this row's key in qkv; its value follows
-      for (let h = 0; h < H; h++) {
-        const region = this.region(row, h);
-        const key = region + keyAt(p, hd);
-        const value = region + valueAt(p, hd);
-        const from = k + h * hd;
-        for (let j = 0; j < hd; j++) {
-          keys[key + j * KEY_BLOCK] = qkv[from + j];
-          values[value + j] = qkv[from + D + j];
-        }
-      }
-    });
+  /**
+   * Writes this step's keys and values (columns D..3D of each row of `qkv` [R, 3D], a tensor on the
+   * heap) at each row's position `lengths` (int32 [R], `lengths` on the heap). A free row writes at
+   * its position 0, which nothing reads and a seated prompt overwrites.
+   */
+  write(layer: number, qkv: tf.Tensor, lengths: tf.Tensor): void {
+    const [keys, values, from, at] = [this.keys[layer], this.values[layer], qkv, lengths].map(heapAddress);
+    simdKernels().writeKV(from, keys, values, at, this.rows, this.config.nHeads, headDim(this.config), this.columns);
   }
 
   /** Where (row, head)'s region starts in a layer's keys or values, in floats. */
@@ -187,10 +177,12 @@ export class KVCache {
     this.rowLengths = new Int32Array(0);
     this.columns = 0;
     this.staged.clear();
+    this.reserved.clear();
   }
 
   private freeRow(row: number): void {
     this.rowOfId.delete(this.rowIds[row]);
+    this.reserved.delete(this.rowIds[row]);
     this.rowIds[row] = FREE;
     this.rowLengths[row] = 0;
   }

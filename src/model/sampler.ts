@@ -1,8 +1,13 @@
 /**
- * Picks the next token from one row of logits: temperature, then nucleus (top-p) truncation, in
- * float64 JavaScript. Pure: the same (logits, params, uniform) always gives the same token, which is
- * what lets a batched engine reproduce unbatched sampling exactly.
+ * Picks the next token from one row of logits: temperature, then nucleus (top-p) truncation. The
+ * weights exp((logit - max) / T) come from the wasm SIMD `expShift` kernel in float32, the draw
+ * sums them in float64 JavaScript. Pure: the same (logits, params, uniform) always gives the same
+ * token, which is what lets a batched engine reproduce unbatched sampling exactly. Needs the wasm
+ * backend (`initBackend`).
  */
+import * as tf from '@tensorflow/tfjs-core';
+import { heapAddress, heapView } from './backend';
+import { simdKernels } from './simdKernels';
 
 export interface SamplerParams {
   /** Softmax temperature, > 0. */
@@ -26,29 +31,27 @@ export function samplerParamsProblem({ temperature, topP }: SamplerParams): stri
   return undefined;
 }
 
-/** The weights of the last sampleToken call: reused, as the engine samples every row of every step. */
-let scratch = new Float64Array(0);
+/** Where sampleToken computes the weights: a heap tensor kept across calls, grown to the largest vocabulary seen. */
+let scratch: tf.Tensor | undefined;
 
 /** Samples with `uniform`, one draw in [0, 1) from the request's own random stream. */
 export function sampleToken(logits: ArrayLike<number>, { temperature, topP }: SamplerParams, uniform: number): Sample {
   const vocab = logits.length;
-  let maxLogit = -Infinity;
-  for (let i = 0; i < vocab; i++) if (logits[i] > maxLogit) maxLogit = logits[i];
-  // z = logits / T;  w_i = exp(z_i - max z);  p_i = w_i / sum_j w_j;  log p_i = z_i - max z - log sum_j w_j
-  const maxZ = maxLogit / temperature;
-  if (scratch.length < vocab) scratch = new Float64Array(vocab);
-  const weights = scratch.subarray(0, vocab);
-  let total = 0;
-  for (let i = 0; i < vocab; i++) {
-    weights[i] = Math.exp(logits[i] / temperature - maxZ);
-    total += weights[i];
+  // expShift writes up to 3 floats past the row.
+  if (!scratch || scratch.size < vocab + 3) {
+    scratch?.dispose();
+    scratch = tf.keep(tf.zeros([vocab + 3]));
   }
+  heapView(scratch).set(logits);
+  // z = logits / T;  w_i = exp(z_i - max z);  p_i = w_i / sum_j w_j;  log p_i = log w_i - log sum_j w_j
+  const total = simdKernels().expShift(heapAddress(scratch), vocab, 1 / temperature);
+  const weights = heapView(scratch).subarray(0, vocab);
   const token = topP < 1 ? drawNucleus(weights, topP * total, uniform) : drawInOrder(weights, total, uniform);
-  return { token, logprob: logits[token] / temperature - maxZ - Math.log(total) };
+  return { token, logprob: Math.log(weights[token]) - Math.log(total) };
 }
 
 /** Inverse CDF over token ids in order. */
-function drawInOrder(weights: Float64Array, total: number, uniform: number): number {
+function drawInOrder(weights: Float32Array, total: number, uniform: number): number {
   let remaining = uniform * total;
   let last = 0;
   for (let token = 0; token < weights.length; token++) {
@@ -63,13 +66,14 @@ function drawInOrder(weights: Float64Array, total: number, uniform: number): num
 
 /**
  * Nucleus: the most probable tokens (ties: lower id first) whose mass first reaches `threshold`,
- * then the inverse CDF over them in that order.
+ * then the inverse CDF over them in that order. Tokens of weight 0 are never kept, even where
+ * rounding leaves the mass a sliver short of the threshold.
  */
-function drawNucleus(weights: Float64Array, threshold: number, uniform: number): number {
+function drawNucleus(weights: Float32Array, threshold: number, uniform: number): number {
   const order = Array.from(weights.keys()).sort((a, b) => weights[b] - weights[a] || a - b);
   let kept = 0;
   let mass = 0;
-  while (kept < order.length && mass < threshold) mass += weights[order[kept++]];
+  while (kept < order.length && mass < threshold && weights[order[kept]] > 0) mass += weights[order[kept++]];
   let remaining = uniform * mass;
   for (let i = 0; i < kept; i++) {
     remaining -= weights[order[i]];

@@ -20,8 +20,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { heapAddress, heapView } from './backend';
 import { headDim, type ModelConfig } from './config';
-import { KEY_BLOCK, rowLayout, type KVCache, type SequenceKV } from './kvCache';
-import { rowMajor, vecMatKernel } from './vecMat';
+import { rowLayout, type KVCache, type SequenceKV } from './kvCache';
+import { simdKernels } from './simdKernels';
 import { layerParam, parameterSpecs, type ModelWeights } from './weights';
 
 /** Weights as tensors (tf.Variables work too, for training). */
@@ -180,15 +180,12 @@ export function decodeStep(weights: TensorWeights, cache: KVCache, tokens: Int32
   const logits = tf.tidy(() => {
     let x: tf.Tensor = tf.tensor2d(embedRows(weights, tokens, cache.lengths), [B, D]);
     const alibi = tf.tensor2d(reversedAlibi(nHeads, maxContext), [nHeads, maxContext]);
+    const lengths = tf.tensor1d(cache.lengths, 'int32');
     for (let l = 0; l < nLayers; l++) {
       const p = (name: string) => param(weights, layerParam(l, name));
       const qkv = tf.matMul(layerNorm(x, p('ln1.gain'), p('ln1.bias')), p('attn.wqkv'));
-      // The host needs this step's keys and values for the cache anyway; it also cuts out the
-      // queries (scaled), which is cheaper than tf's slice kernel on wasm.
-      const host = qkv.dataSync() as Float32Array;
-      cache.write(l, host);
-      const queries = tf.tensor2d(scaledQueries(host, B, config), [B, D]);
-      const attended = cachedAttention(queries, cache, l, alibi, config);
+      cache.write(l, qkv, lengths);
+      const attended = cachedAttention(qkv, lengths, cache, l, alibi, config);
       x = tf.add(x, tf.matMul(attended, p('attn.wo')));
       x = tf.add(x, mlp(weights, l, x));
     }
@@ -216,20 +213,6 @@ function embedRows(weights: TensorWeights, tokens: Int32Array, positions: Readon
     for (let f = 0; f < D; f++) x[row * D + f] = E[token * D + f] + P[position * D + f];
   });
   return x;
-}
-
-/**
- * The query columns (0..D-1) of each row of qkv [B, 3D], times 1/sqrt(headDim) as a float32, the
- * product rounded to float32: what `causalAttention`'s tf.mul computes.
- */
-function scaledQueries(qkv: Float32Array, B: number, config: ModelConfig): Float32Array {
-  const D = config.dModel;
-  const scale = Math.fround(1 / Math.sqrt(headDim(config)));
-  const q = new Float32Array(B * D);
-  for (let row = 0; row < B; row++) {
-    for (let f = 0; f < D; f++) q[row * D + f] = qkv[row * 3 * D + f] * scale;
-  }
-  return q;
 }
 
 /**
@@ -429,48 +412,26 @@ function causalAttention(
 
 /**
  * The same attention for one new query per row against the cache, row r's query at position
- * p_r = cache.lengths[r] (its keys and values already written there): queries [B, D] (already
- * scaled by 1/sqrt(hd)) -> [B, D]. For each row r and head h, over the positions c <= p_r alone:
+ * p_r = lengths[r] (its keys and values already written there): qkv [B, 3D] (queries in columns
+ * 0..D-1, scaled here by 1/sqrt(hd) as a float32, as `causalAttention`'s tf.mul does) -> [B, D].
+ * For each row r and head h, over the positions c <= p_r alone:
  *
- *   S[r, h, c] = q_rh . k_rhc + alibi_h(p_r - c)             (MASKED for c > p_r)
+ *   S[r, h, c] = q_rh . k_rhc + alibi_h(p_r - c)
  *   out_rh     = sum_{c <= p_r} softmax_c(S[r, h])[c] v_rhc   (columns h*hd .. (h+1)*hd-1 of out)
  *
- * Both sums are vector-matrix products by `vecMat` (WebAssembly SIMD on tfjs's heap) over the
- * (row, head)'s own region of the cache, in place: the scores as q_rh [1, hd] times its keys
- * [hd, p_r + 1] (transposed, in blocks of 16 positions), the output as its probabilities
- * [1, p_r + 1] times its values [p_r + 1, hd]. Row r's result is computed from row r alone and
- * never reads past its own length, so it depends neither on the rest of the batch nor on the
- * capacity C; the softmax (tf's, over each row's C columns) gives the masked ones exactly 0, which
- * leave its normalizing sum as it is.
+ * One call of the `attention` kernel (WebAssembly SIMD on tfjs's heap, see simdKernels.ts) per
+ * layer, over each (row, head)'s own region of the cache, in place. Row r's result is computed
+ * from row r alone and never reads past its own length, so it depends neither on the rest of the
+ * batch nor on the capacity C.
  */
-function cachedAttention(queries: tf.Tensor, cache: KVCache, layer: number, alibi: tf.Tensor, config: ModelConfig): tf.Tensor {
+function cachedAttention(qkv: tf.Tensor, lengths: tf.Tensor, cache: KVCache, layer: number, alibi: tf.Tensor, config: ModelConfig): tf.Tensor {
   const { nHeads: H, dModel: D, maxContext } = config;
-  const hd = headDim(config);
   const [B, C] = [cache.rows, cache.capacity];
-  const vecMat = vecMatKernel();
-  const scores = tf.fill([B, H, C], MASKED);
   const attended = tf.zeros([B, D]);
-  // Byte addresses on the wasm heap (see `heapAddress`).
-  const [q, keys, bias, s] = [queries, cache.layerKeys(layer), alibi, scores].map(heapAddress);
-  // Keys: a block of KEY_BLOCK = 16 positions holds feature j in its row j (64 bytes).
-  const [keyRowBytes, keyBlockBytes] = [4 * KEY_BLOCK, 4 * KEY_BLOCK * hd];
-  cache.lengths.forEach((p, r) => {
-    for (let h = 0; h < H; h++) {
-      const rh = r * H + h;
-      // S[r, h, 0..p] = q_rh [1, hd] x keys_rh [hd, p + 1] + alibi[h, maxContext-1-p ..]
-      const alibiRow = bias + 4 * (h * maxContext + maxContext - 1 - p);
-      vecMat(q + 4 * rh * hd, hd, keys + 4 * cache.region(r, h), keyRowBytes, keyBlockBytes, alibiRow, s + 4 * rh * C, p + 1);
-    }
-  });
-  const probs = tf.softmax(scores);
-  const [probsAt, values, out] = [probs, cache.layerValues(layer), attended].map(heapAddress);
-  cache.lengths.forEach((p, r) => {
-    for (let h = 0; h < H; h++) {
-      const rh = r * H + h;
-      // out_rh = probs[r, h, 0..p] [1, p + 1] x values_rh [p + 1, hd]
-      vecMat(probsAt + 4 * rh * C, p + 1, values + 4 * cache.region(r, h), ...rowMajor(hd), 0, out + 4 * rh * hd, hd);
-    }
-  });
+  const scores = tf.zeros([C]);
+  const [from, keys, values, bias, at, s, out] = [qkv, cache.layerKeys(layer), cache.layerValues(layer), alibi, lengths, scores, attended].map(heapAddress);
+  const queryScale = Math.fround(1 / Math.sqrt(headDim(config)));
+  simdKernels().attention(from, keys, values, bias, at, s, out, B, H, headDim(config), C, maxContext, queryScale);
   return attended;
 }
 
