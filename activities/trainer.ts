@@ -384,7 +384,7 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   Context.current().heartbeat();
   // Every group skipped (by the filter or as corrupt): no optimizer step, and the same weights are
   // published as the next version (one version per step is what admission and resume count on).
-  const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples) : NOTHING_TRAINED;
+  const train = batch.samples.length > 0 ? trainer.trainBatch(batch.samples, { learningRate: input.trainer.learningRate }) : NOTHING_TRAINED;
   Context.current().heartbeat();
   if (train.updateScale !== undefined && train.updateScale < 1) {
     logger.warn(
@@ -416,6 +416,7 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
     train,
     tokenVersions: batch.tokenVersions,
     baseVersion,
+    learningRate: input.trainer.learningRate,
     wallMs: endedAt - startedAt,
     ...(await utilization.intervalEnd(since, startedAt, endedAt)),
     trajectoryTimes: batch.trajectoryTimes,

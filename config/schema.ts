@@ -217,6 +217,17 @@ export function usesTurnCredit({ turnCredit }: { turnCredit?: z.infer<typeof Tur
   return turnCredit !== undefined && (turnCredit.weight > 0 || turnCredit.costWeight > 0);
 }
 
+/**
+ * How the learning rate moves over a run's train steps (see src/core/learningRate.ts for the
+ * formulas): a linear warm-up from learningRate / warmupSteps over the first `warmupSteps`, then
+ * `constant`, or a `linear` or `cosine` decay that reaches minRatio x learningRate at the last step.
+ */
+export const LearningRateScheduleSchema = z.strictObject({
+  warmupSteps: z.number().int().nonnegative().default(0),
+  decay: z.enum(['constant', 'linear', 'cosine']).default('constant'),
+  minRatio: z.number().min(0).max(1).default(0),
+});
+
 export const TrainerConfigSchema = z.strictObject({
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
   turnCredit: TurnCreditConfigSchema.optional(),
@@ -243,6 +254,8 @@ export const TrainerConfigSchema = z.strictObject({
    */
   maxGroupsPerStep: positiveInt.optional(),
   learningRate: z.number().positive().default(1e-3),
+  /** The learning rate's course over the run (default: constant). */
+  learningRateSchedule: LearningRateScheduleSchema.prefault({}),
   maxGradNorm: z.number().positive().default(1),
   /**
    * Adam's epsilon. Larger values damp the updates of parameters whose gradients are tiny (those
@@ -394,6 +407,14 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'maxUpdateKl'],
         message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
+      });
+    }
+    const { warmupSteps } = config.trainer.learningRateSchedule;
+    if (warmupSteps >= config.trainer.steps) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'learningRateSchedule', 'warmupSteps'],
+        message: `must be below trainer.steps (${config.trainer.steps}): the run would end before its learning rate reached trainer.learningRate`,
       });
     }
     const { groupFilter, filteredGroups, maxGroupsPerStep, batchGroups } = config.trainer;

@@ -61,6 +61,17 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1, costWeight: -1 } } })).toThrow(
       /trainer\.turnCredit\.costWeight/,
     );
+    // The learning rate's schedule: constant unless asked, and a warm-up that outlasts the run is named.
+    expect(parseRunConfig({ env: { name: 'frozenlake' } }).trainer.learningRateSchedule).toEqual({ warmupSteps: 0, decay: 'constant', minRatio: 0 });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { steps: 10, learningRateSchedule: { warmupSteps: 10 } } })).toThrow(
+      /trainer\.learningRateSchedule\.warmupSteps: must be below trainer\.steps \(10\)/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { learningRateSchedule: { decay: 'exponential' } } })).toThrow(
+      /trainer\.learningRateSchedule\.decay/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { learningRateSchedule: { minRatio: 1.5 } } })).toThrow(
+      /trainer\.learningRateSchedule\.minRatio/,
+    );
     // A hole penalty reaches training only through per-turn credit.
     expect(() => parseRunConfig({ env: { name: 'frozenlake', holePenalty: 0.25 } })).toThrow(
       /env\.holePenalty: is charged to the move alone, which only per-turn credit reads/,

@@ -171,6 +171,24 @@ describe('PolicyTrainer', () => {
     expect(forEngine.weights.params).toEqual(loaded.weights.params);
   });
 
+  it("takes a step's learning rate when given one: Adam's first update scales with it", async () => {
+    const start = initWeights(config, 1);
+    const largestMove = async (options: { learningRate?: number }) => {
+      const trainer = await create(start);
+      trainer.trainBatch(batch, options);
+      const moved = trainer.snapshot().params;
+      trainer.dispose();
+      return Math.max(...Object.entries(start.params).map(([name, before]) => Math.max(...before.map((x, i) => Math.abs(moved[name][i] - x)))));
+    };
+    // Adam's first update is lr m/(sqrt(v) + eps) ~ lr sign(g): at most ~lr per parameter.
+    const [own, doubled] = [await largestMove({}), await largestMove({ learningRate: 6e-3 })];
+    expect(own).toBeGreaterThan(2e-3);
+    expect(doubled / own).toBeCloseTo(2, 2);
+    const trainer = await create(start);
+    expect(() => trainer.trainBatch(batch, { learningRate: 0 })).toThrow(/learningRate must be a finite number > 0, got 0/);
+    trainer.dispose();
+  });
+
   it('penalises KL to a reference policy when beta > 0', async () => {
     await expect(create(initWeights(config, 1), { loss: { beta: 0.1 } })).rejects.toThrow(/beta > 0 needs a reference policy/);
     const weights = initWeights(config, 1);

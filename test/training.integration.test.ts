@@ -7,6 +7,7 @@
  */
 import { parseAction } from '../src/agents/frozenlakeAgent';
 import { createLogger } from '../src/log';
+import { learningRateAt } from '../src/core/learningRate';
 import { loadCheckpoint } from '../src/model/weights';
 import type { TrainStepOutput } from '../activities/trainer';
 import { CheckpointStore } from '../src/store/checkpointStore';
@@ -145,7 +146,15 @@ describe('training run', () => {
       sampling: { maxTokens: 12, temperature: 1 },
       // Many trajectories in flight against small batches: admission, not concurrency, is the limit.
       rollout: { groupSize: 4, maxConcurrency: 16 },
-      trainer: { steps: 4, batchGroups: 1, maxStaleness: 1, weightSync: 'turn', formatWarmupSteps: 10 },
+      // A schedule, so that each step's metrics show the rate the workflow handed that step.
+      trainer: {
+        steps: 4,
+        batchGroups: 1,
+        maxStaleness: 1,
+        weightSync: 'turn',
+        formatWarmupSteps: 10,
+        learningRateSchedule: { decay: 'cosine', minRatio: 0.1 },
+      },
       reward: { formatWeight: 0.5 },
       eval: { everySteps: 2, episodes: 4 },
     });
@@ -161,6 +170,8 @@ describe('training run', () => {
       // Step k trains group k, which was admitted under version >= k - 1.
       expect(curve.map((m) => m.groupIds)).toEqual([0, 1, 2, 3].map((k) => [`${runId}.g0000${k}`]));
       for (const m of curve) expect(m.stalenessMax).toBeLessThanOrEqual(1);
+      expect(curve.map((m) => m.learningRate)).toEqual([0, 1, 2, 3].map((step) => learningRateAt(config.trainer, step)));
+      expect(new Set(curve.map((m) => m.learningRate)).size).toBe(4);
 
       const evaluations = await readEvaluations(runLayout(config.dataDir, runId));
       expect(evaluations.map((e) => e.version)).toEqual([0, 2, 4]);

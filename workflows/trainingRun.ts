@@ -22,6 +22,7 @@ import type { EvaluationActivities, EvaluationRecord } from '../activities/evalu
 import type { TrainerActivities, TrainStepOutput } from '../activities/trainer';
 import { nextBatchIndices, passesGroupFilter, replacementSpan } from '../src/core/groupStats';
 import { groupIdOf, rolloutIdOf } from '../src/core/ids';
+import { stepTrainerConfig } from '../src/core/learningRate';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { counterTracker, traceSpan } from '../src/trace/workflowSinks';
@@ -297,7 +298,7 @@ export class TrainingRun {
       step: state.step,
       baseVersion: state.version,
       groups: batch,
-      trainer: input.trainer,
+      trainer: stepTrainerConfig(input.trainer, state.step),
       temperature: input.sampling.temperature,
       runStartedAt: state.startedAt,
       compatibility: input.compatibility,

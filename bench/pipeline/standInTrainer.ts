@@ -124,6 +124,7 @@ export class StandInTrainer {
       train: { ...NOTHING_TRAINED, tokens: tokenVersions.length, sequences, stepMs: trainMs },
       tokenVersions,
       baseVersion,
+      learningRate: trainer.learningRate,
       wallMs: endedAt - startedAt,
       trainerIdleFraction: intervalMs > 0 ? (startedAt - intervalStart) / intervalMs : 0,
       engineBusyFraction: previousEnd && intervalMs > 0 ? (engineBusyMsAtEnd - previousEnd.engineBusyMsAtEnd) / intervalMs : 0,

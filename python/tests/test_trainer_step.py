@@ -142,6 +142,8 @@ def test_train_step_publishes_v1_records_metrics_and_is_idempotent(data_dir, mod
     assert metrics["step"] == 0 and metrics["groups"] == 1 and metrics["groupIds"] == ["g0"] and metrics["trajectories"] == 2
     assert metrics["tokens"] == 9 and metrics["sequences"] == 2
     assert metrics["stalenessHistogram"] == {"0": 9} and metrics["stalenessMax"] == 0
+    # The step's rate as the workflow handed it (trainer.learningRateSchedule moves it there).
+    assert metrics["learningRate"] == 1e-3
     assert metrics["successRate"] == 0.5 and metrics["rewardMean"] == 0.5
     assert metrics["trajectoryTime"] == {"totalMs": 10, "generationMs": 6, "environmentMs": 3, "waitingMs": 1}
     assert metrics["elapsedS"] > 0 and "refKl" not in metrics

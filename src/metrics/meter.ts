@@ -34,6 +34,7 @@ const TRAIN_STEP_GAUGES = {
   loss: ['trajflow_train_loss', 'Loss of the last train step'],
   tokens: ['trajflow_train_tokens', 'Trained tokens in the last train step'],
   stalenessMax: ['trajflow_train_staleness_max', 'Largest staleness (policy versions) of a token in the last train step'],
+  learningRate: ['trajflow_train_learning_rate', 'Learning rate of the last train step'],
   trainerIdleFraction: ['trajflow_train_trainer_idle_fraction', 'Trainer idle fraction over the last train step interval'],
   engineBusyFraction: ['trajflow_train_engine_busy_fraction', 'Engine busy fraction over the last train step interval'],
   envBusyFraction: ['trajflow_train_env_busy_fraction', 'Env worker busy fraction over the last train step interval'],

@@ -29,6 +29,8 @@ export interface StepMetrics extends TrainMetrics {
   /** Versions between the trained policy and the one that sampled each token: count by staleness. */
   stalenessHistogram: Record<string, number>;
   stalenessMax: number;
+  /** The learning rate this step's optimizer steps used (trainer.learningRateSchedule moves it). */
+  learningRate: number;
   /** Wall time of the whole activity (loading data, training, publishing). */
   wallMs: number;
   /** Fraction of the time since the previous step ended that the trainer waited for data. */
@@ -73,6 +75,7 @@ export interface StepInputs {
   /** Policy version of every trained token. */
   tokenVersions: readonly number[];
   baseVersion: number;
+  learningRate: number;
   wallMs: number;
   trainerIdleFraction: number;
   engineBusyFraction: number;
@@ -107,6 +110,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     advantageAbsMean: mean(inputs.advantages.map(Math.abs)),
     stalenessHistogram: histogram,
     stalenessMax,
+    learningRate: inputs.learningRate,
     wallMs: inputs.wallMs,
     trainerIdleFraction: inputs.trainerIdleFraction,
     engineBusyFraction: inputs.engineBusyFraction,

@@ -226,11 +226,13 @@ export class PolicyTrainer {
    * A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
    * and no gradient unless a KL penalty pulls toward the reference or an entropy bonus away from
    * certainty; without either it takes no Adam step, since Adam's momentum alone would still move
-   * the policy, on no evidence.
+   * the policy, on no evidence. `learningRate`: this step's (a run's schedule moves it), by
+   * default the trainer's own.
    */
-  trainBatch(samples: readonly TrainingSample[]): TrainMetrics {
+  trainBatch(samples: readonly TrainingSample[], { learningRate = this.learningRate } = {}): TrainMetrics {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
+    if (!(Number.isFinite(learningRate) && learningRate > 0)) throw new Error(`learningRate must be a finite number > 0, got ${learningRate}`);
     if (this.lossConfig.beta === 0 && this.lossConfig.entropyBonus === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
@@ -267,7 +269,7 @@ export class PolicyTrainer {
           return chunkLoss;
         });
         const optimizerStarted = performance.now();
-        gradNormSum += this.applyGradients(grads, this.learningRate);
+        gradNormSum += this.applyGradients(grads, learningRate);
         const optimizerEnded = performance.now();
         lossSum += loss;
         timings.forwardBackwardMs += optimizerStarted - forwardStarted;

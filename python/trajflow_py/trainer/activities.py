@@ -57,6 +57,7 @@ def step_record(
             train=train,
             token_versions=batch.token_versions,
             base_version=input.base_version,
+            learning_rate=input.trainer.learning_rate,
             wall_ms=ended_at - started_at,
             utilization=utilization,
             trajectory_times=batch.trajectory_times,
