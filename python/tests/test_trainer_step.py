@@ -186,6 +186,18 @@ def test_the_update_follows_the_advantages(data_dir, model_dir):
     assert sum(full_logprobs(v1, bad)[2:]) < sum(full_logprobs(v0, bad)[2:])
 
 
+def test_each_step_trains_at_the_rate_its_input_gives(data_dir, model_dir):
+    # The trainer stays in memory from one step to the next, where a schedule changes the rate.
+    activities = activities_for(data_dir, model_dir)
+    activities.prepare_policy(prepare_input())
+    groups = sampled_store(data_dir, checkpoint(data_dir, 0))
+    activities.train_step(step_input(0, groups, learningRate=1e-2))
+    metrics = activities.train_step(step_input(1, groups, learningRate=1e-9))["metrics"]
+    assert metrics["tokens"] > 0 and metrics["learningRate"] == 1e-9
+    v1, v2 = load_file(checkpoint(data_dir, 1) / "model.safetensors"), load_file(checkpoint(data_dir, 2) / "model.safetensors")
+    assert max((v2[k].float() - v1[k].float()).abs().max().item() for k in v1) < 1e-6
+
+
 def test_agreement_reads_only_tokens_of_the_base_version(data_dir, model_dir):
     activities = activities_for(data_dir, model_dir)
     activities.prepare_policy(prepare_input())

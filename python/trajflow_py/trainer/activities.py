@@ -152,7 +152,10 @@ class TrainerActivities:
         # Every group skipped (by the filter or as corrupt): no optimizer step, and the same weights
         # are published as the next version (one version per step is what admission and resume count on).
         if batch.samples:
-            train, before = trainer.train_batch(batch.samples, samples_sampled_by(batch.samples, base))
+            # The step's own rate: this trainer may have been held from an earlier step.
+            train, before = trainer.train_batch(
+                batch.samples, samples_sampled_by(batch.samples, base), learning_rate=input.trainer.learning_rate
+            )
         else:
             train, before = NOTHING_TRAINED, []
         # Publish, metrics line, result: a cancellation (worker shutdown) waits until all are written.

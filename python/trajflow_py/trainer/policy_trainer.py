@@ -179,7 +179,9 @@ class PolicyTrainer:
         (result.loss * weight).backward()
         return logprobs.detach(), result
 
-    def train_batch(self, samples: list[TrainingSample], score_first: list[bool] | None = None) -> tuple[TrainMetrics, list[Tensor | None]]:
+    def train_batch(
+        self, samples: list[TrainingSample], score_first: list[bool] | None = None, *, learning_rate: float | None = None
+    ) -> tuple[TrainMetrics, list[Tensor | None]]:
         """
         One RL update on `samples`: split into `optimizerStepsPerBatch` contiguous minibatches, one
         AdamW step each, so later minibatches see a policy that already moved (which is what the
@@ -192,9 +194,17 @@ class PolicyTrainer:
         A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
         and no gradient unless a KL penalty pulls toward the reference; it takes no AdamW step, since
         the optimizer's momentum alone would still move the policy, on no evidence.
+
+        `learning_rate`: this step's (a run's schedule moves it; the trainer outlives a step), by
+        default the rate the optimizer has.
         """
         vocab, max_context = model_limits(self.model)
         assert_training_samples(samples, vocab, max_context)
+        if learning_rate is not None:
+            if not (math.isfinite(learning_rate) and learning_rate > 0):
+                raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate}")
+            for group in self.optimizer.param_groups:
+                group["lr"] = learning_rate
         if self.config.loss.beta == 0 and all(sample.advantage == 0 for sample in samples):
             return NOTHING_TRAINED, [None] * len(samples)
         steps = self.config.optimizer_steps_per_batch
