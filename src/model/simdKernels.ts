@@ -382,7 +382,8 @@ function expShiftBody(): Code {
 }
 
 /**
- * `body` for every (row, head), row < rows outermost, with these set: `p` = lengths[row] (int32),
+ * `body` for every (row, head), row < rows outermost (rows and heads at least 1: the loops test at
+ * their end), with these set: `p` = lengths[row] (int32),
  * `rh` = row heads + head and `region` = rh regionBytes (bytes from a layer's keys or values to
  * the (row, head)'s region). Loop counters in `row` and `head`.
  */
