@@ -7,7 +7,9 @@
  * prefill, which also samples each request's first token, is reported separately, and so is the
  * end-to-end rate (all completion tokens / wall time).
  *
- *   npx tsc -p tsconfig.json && node dist/bench/engine.js
+ *   npx tsc -p tsconfig.json && node dist/bench/engine.js [--repeats N]
+ *
+ * (--repeats: runs per setting, alternating, default 3; more steadies the medians on a noisy machine)
  */
 import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
@@ -109,19 +111,31 @@ function medianRates(runs: RunRates[]): RunRates {
   };
 }
 
+/** `--repeats N` from the command line, if given. */
+function repeatsFlag(args: readonly string[]): number | undefined {
+  const at = args.indexOf('--repeats');
+  if (at < 0) return undefined;
+  const repeats = Number(args[at + 1]);
+  if (!Number.isSafeInteger(repeats) || repeats < 1) throw new Error(`--repeats: ${JSON.stringify(args[at + 1])} is not a positive integer`);
+  return repeats;
+}
+
 if (require.main === module) {
-  benchmarkEngine().then(
-    ({ batch1, batched, ratio, options }) => {
-      const row = (label: string, r: RunRates) =>
-        `${label.padEnd(10)} decode ${r.decodeTokensPerSec.toFixed(0).padStart(6)} tok/s   prefill ${r.prefillTokensPerSec.toFixed(0).padStart(6)} tok/s   end-to-end ${r.endToEndTokensPerSec.toFixed(0).padStart(6)} tok/s   mean batch ${r.meanBatchSize.toFixed(1)}`;
-      console.log(`prompt ${options.promptLength} tokens, ${options.newTokens} new tokens each, median of ${options.repeats}`);
-      console.log(row('batch 1', batch1));
-      console.log(row(`batch ${options.batch}`, batched));
-      console.log(`decode speed-up: ${ratio.toFixed(1)}x`);
-    },
-    (err) => {
-      console.error(err);
-      process.exitCode = 1;
-    },
-  );
+  Promise.resolve()
+    .then(() => repeatsFlag(process.argv.slice(2)))
+    .then((repeats) => benchmarkEngine(repeats === undefined ? {} : { repeats }))
+    .then(
+      ({ batch1, batched, ratio, options }) => {
+        const row = (label: string, r: RunRates) =>
+          `${label.padEnd(10)} decode ${r.decodeTokensPerSec.toFixed(0).padStart(6)} tok/s   prefill ${r.prefillTokensPerSec.toFixed(0).padStart(6)} tok/s   end-to-end ${r.endToEndTokensPerSec.toFixed(0).padStart(6)} tok/s   mean batch ${r.meanBatchSize.toFixed(1)}`;
+        console.log(`prompt ${options.promptLength} tokens, ${options.newTokens} new tokens each, median of ${options.repeats}`);
+        console.log(row('batch 1', batch1));
+        console.log(row(`batch ${options.batch}`, batched));
+        console.log(`decode speed-up: ${ratio.toFixed(1)}x`);
+      },
+      (err) => {
+        console.error(err instanceof Error ? err.message : err);
+        process.exitCode = 1;
+      },
+    );
 }

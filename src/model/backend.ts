@@ -20,17 +20,14 @@ export function initBackend(): Promise<void> {
 }
 
 /**
- * A live Float32Array over a float32 tensor's memory on the wasm heap. The KV cache writes each
- * step's keys and values through it, at each row's own position, instead of rebuilding a
- * multi-megabyte tensor per step. Only for tensors the caller owns exclusively (never a weight or a
- * view shared with another tensor), and only until the next tfjs allocation, which may grow the heap
- * and detach the view: take it right before use.
+ * A live Float32Array over a float32 tensor's memory on the wasm heap. The KV cache seats prompts
+ * and copies rows through it, and the sampler fills its scratch, instead of building new tensors.
+ * Only for tensors the caller owns exclusively (never a weight or a view shared with another
+ * tensor), and only until the next tfjs allocation, which may grow the heap and detach the view:
+ * take it right before use.
  */
 export function heapView(tensor: tf.Tensor): Float32Array {
-  const backend = tf.backend();
-  if (!(backend instanceof BackendWasm)) throw new Error('heapView needs the wasm backend (call initBackend first)');
-  if (tensor.dtype !== 'float32') throw new Error(`heapView needs a float32 tensor, got ${tensor.dtype}`);
-  return backend.typedArrayFromHeap(tensor) as Float32Array;
+  return onHeap(tensor, 'heapView', ['float32']) as Float32Array;
 }
 
 /**
@@ -38,8 +35,13 @@ export function heapView(tensor: tf.Tensor): Float32Array {
  * the heap (see simdKernels.ts). Valid while the tensor lives: heap growth moves no data.
  */
 export function heapAddress(tensor: tf.Tensor): number {
+  return onHeap(tensor, 'heapAddress', ['float32', 'int32']).byteOffset;
+}
+
+/** The tensor's memory on the wasm heap, for `caller`, which takes the `dtypes` given. */
+function onHeap(tensor: tf.Tensor, caller: string, dtypes: readonly tf.DataType[]): ReturnType<BackendWasm['typedArrayFromHeap']> {
   const backend = tf.backend();
-  if (!(backend instanceof BackendWasm)) throw new Error('heapAddress needs the wasm backend (call initBackend first)');
-  if (tensor.dtype !== 'float32' && tensor.dtype !== 'int32') throw new Error(`heapAddress needs a float32 or int32 tensor, got ${tensor.dtype}`);
-  return backend.typedArrayFromHeap(tensor).byteOffset;
+  if (!(backend instanceof BackendWasm)) throw new Error(`${caller} needs the wasm backend (call initBackend first)`);
+  if (!dtypes.includes(tensor.dtype)) throw new Error(`${caller} needs a ${dtypes.join(' or ')} tensor, got ${tensor.dtype}`);
+  return backend.typedArrayFromHeap(tensor);
 }
