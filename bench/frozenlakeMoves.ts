@@ -9,6 +9,9 @@
  * down and right leads onto such a dead end and the other onto ice that is not one, and how often
  * the move there went onto the dead end (a policy that reads only the cells next to it: about half)
  * and how often it went right (a policy that picks by position rather than by the dead end: near 0 or 1).
+ * Of those turns it also counts the ones in groups with mixed outcomes (the only groups the
+ * mixed-outcomes filter trains) and, there, the cells on which the group played both down and right:
+ * the comparisons per-turn credit can learn the dead end from.
  *
  *   npm run build && node dist/bench/frozenlakeMoves.js <runId> [dataDir=.trajflow] [band=20]
  */
@@ -46,6 +49,21 @@ interface Band {
   rightAtDeadEndAhead: number;
 }
 
+/** A turn where one of down and right leads onto a dead end, with what the filter and credit see of it. */
+interface DeadEndTurn {
+  band: number;
+  groupId: string;
+  /** The observed grid, player included: the same cell of the same map. */
+  cell: string;
+  move: string;
+}
+
+/** Per band: dead-end-ahead turns in mixed-outcome groups, and the (group, cell) pairs with both moves played. */
+interface Comparisons {
+  inMixedGroups: number;
+  comparedCells: number;
+}
+
 /**
  * The cell beyond each move, from the observation's last line as the FrozenLake agent's
  * `renderObservation` writes it: "left F, down H, right F, up #".
@@ -70,7 +88,7 @@ function ontoDeadEnd(grid: readonly string[], player: Cell, move: Step): boolean
   return isOpen(grid, target) ? isDeadEnd(grid, target) : undefined;
 }
 
-function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecord[]): void {
+function count(band: Band, bandStart: number, summary: TrajectorySummary, turns: readonly TurnRecord[], deadEndTurns: DeadEndTurn[]): void {
   band.episodes++;
   band.turns += summary.turns;
   band.unreadable += summary.invalidActions;
@@ -89,6 +107,7 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
       band.deadEndAhead++;
       if (move === (down ? 'down' : 'right')) band.ontoDeadEnd++;
       if (move === 'right') band.rightAtDeadEndAhead++;
+      deadEndTurns.push({ band: bandStart, groupId: summary.groupId, cell: grid.join('\n'), move });
     }
     if (![...cells.values()].includes('H')) continue;
     band.nextToHole++;
@@ -102,6 +121,26 @@ function count(band: Band, summary: TrajectorySummary, turns: readonly TurnRecor
   }
 }
 
+function compare(turns: readonly DeadEndTurn[], outcomes: ReadonlyMap<string, { solved: boolean; failed: boolean }>): Map<number, Comparisons> {
+  const movesOnCell = new Map<string, { band: number; moves: Set<string> }>();
+  const byBand = new Map<number, Comparisons>();
+  for (const turn of turns) {
+    const outcome = outcomes.get(turn.groupId);
+    if (!outcome?.solved || !outcome.failed) continue;
+    const band = byBand.get(turn.band) ?? { inMixedGroups: 0, comparedCells: 0 };
+    band.inMixedGroups++;
+    byBand.set(turn.band, band);
+    const key = `${turn.groupId}\n${turn.cell}`;
+    const seen = movesOnCell.get(key) ?? { band: turn.band, moves: new Set<string>() };
+    seen.moves.add(turn.move);
+    movesOnCell.set(key, seen);
+  }
+  for (const { band, moves } of movesOnCell.values()) {
+    if (moves.has('down') && moves.has('right')) byBand.get(band)!.comparedCells++;
+  }
+  return byBand;
+}
+
 async function main(): Promise<void> {
   const [runId, dataDir = '.trajflow', bandArg = '20'] = process.argv.slice(2);
   const width = Number(bandArg);
@@ -110,6 +149,9 @@ async function main(): Promise<void> {
   }
   const store = new TrajectoryStore(path.resolve(dataDir));
   const bands = new Map<number, Band>();
+  const deadEndTurns: DeadEndTurn[] = [];
+  /** Per group: whether some episode reached G, and whether some did not. */
+  const outcomes = new Map<string, { solved: boolean; failed: boolean }>();
   for (const trajectoryId of await store.listTrajectories(runId)) {
     const summary = await store.getTrajectory(runId, trajectoryId);
     if (!summary) continue;
@@ -130,8 +172,13 @@ async function main(): Promise<void> {
       rightAtDeadEndAhead: 0,
     };
     bands.set(start, band);
-    count(band, summary, await store.getTurns(runId, trajectoryId, summary.turns));
+    count(band, start, summary, await store.getTurns(runId, trajectoryId, summary.turns), deadEndTurns);
+    const outcome = outcomes.get(summary.groupId) ?? { solved: false, failed: false };
+    if (summary.envReturn > 0) outcome.solved = true;
+    else outcome.failed = true;
+    outcomes.set(summary.groupId, outcome);
   }
+  const comparisons = compare(deadEndTurns, outcomes);
   if (bands.size === 0) throw new Error(`no trajectories of run ${runId} under ${path.resolve(dataDir)}`);
   const percent = (part: number, whole: number) => `${whole ? Math.round((100 * part) / whole) : 0}%`;
   const share = (part: number, whole: number) => (part / Math.max(1, whole)).toFixed(2);
@@ -141,7 +188,8 @@ async function main(): Promise<void> {
       `v${start}-${start + width - 1}: ${b.episodes} episodes, goal ${percent(b.goal, b.episodes)}, hole ${percent(b.hole, b.episodes)}, ` +
         `out of steps ${percent(other, b.episodes)}; moves into a visible hole ${share(b.intoHole, b.nextToHole)} (of ${b.nextToHole} turns next to one; into the edge there ${share(b.intoEdge, b.nextToHole)}); ` +
         `down and right blocked on ${b.boxedIn} of them, left or up there ${share(b.backOut, b.boxedIn)}; ` +
-        `onto a dead end where the other of down and right was not one ${share(b.ontoDeadEnd, b.deadEndAhead)} (of ${b.deadEndAhead} turns, right there ${share(b.rightAtDeadEndAhead, b.deadEndAhead)}); ` +
+        `onto a dead end where the other of down and right was not one ${share(b.ontoDeadEnd, b.deadEndAhead)} (of ${b.deadEndAhead} turns, right there ${share(b.rightAtDeadEndAhead, b.deadEndAhead)}; ` +
+        `${comparisons.get(start)?.inMixedGroups ?? 0} of them in groups with mixed outcomes, on ${comparisons.get(start)?.comparedCells ?? 0} cells the group played both); ` +
         `unreadable answers ${percent(b.unreadable, b.turns)}`,
     );
   }
