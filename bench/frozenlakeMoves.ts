@@ -21,6 +21,7 @@ import { ACTION_NAMES } from '../src/envs/frozenlake';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
 import { beyond, DOWN, isDeadEnd, isOpen, RIGHT, type Cell, type Step } from './frozenlakeCells';
+import { countComparisons, type DeadEndTurn, type GroupOutcome } from './deadEndComparisons';
 
 interface Band {
   episodes: number;
@@ -47,21 +48,6 @@ interface Band {
   deadEndAhead: number;
   ontoDeadEnd: number;
   rightAtDeadEndAhead: number;
-}
-
-/** A turn where one of down and right leads onto a dead end, with what the filter and credit see of it. */
-interface DeadEndTurn {
-  band: number;
-  groupId: string;
-  /** The observed grid, player included: the same cell of the same map. */
-  cell: string;
-  move: string;
-}
-
-/** Per band: dead-end-ahead turns in mixed-outcome groups, and the (group, cell) pairs with both moves played. */
-interface Comparisons {
-  inMixedGroups: number;
-  comparedCells: number;
 }
 
 /**
@@ -121,26 +107,6 @@ function count(band: Band, bandStart: number, summary: TrajectorySummary, turns:
   }
 }
 
-function compare(turns: readonly DeadEndTurn[], outcomes: ReadonlyMap<string, { solved: boolean; failed: boolean }>): Map<number, Comparisons> {
-  const movesOnCell = new Map<string, { band: number; moves: Set<string> }>();
-  const byBand = new Map<number, Comparisons>();
-  for (const turn of turns) {
-    const outcome = outcomes.get(turn.groupId);
-    if (!outcome?.solved || !outcome.failed) continue;
-    const band = byBand.get(turn.band) ?? { inMixedGroups: 0, comparedCells: 0 };
-    band.inMixedGroups++;
-    byBand.set(turn.band, band);
-    const key = `${turn.groupId}\n${turn.cell}`;
-    const seen = movesOnCell.get(key) ?? { band: turn.band, moves: new Set<string>() };
-    seen.moves.add(turn.move);
-    movesOnCell.set(key, seen);
-  }
-  for (const { band, moves } of movesOnCell.values()) {
-    if (moves.has('down') && moves.has('right')) byBand.get(band)!.comparedCells++;
-  }
-  return byBand;
-}
-
 async function main(): Promise<void> {
   const [runId, dataDir = '.trajflow', bandArg = '20'] = process.argv.slice(2);
   const width = Number(bandArg);
@@ -151,7 +117,7 @@ async function main(): Promise<void> {
   const bands = new Map<number, Band>();
   const deadEndTurns: DeadEndTurn[] = [];
   /** Per group: whether some episode reached G, and whether some did not. */
-  const outcomes = new Map<string, { solved: boolean; failed: boolean }>();
+  const outcomes = new Map<string, GroupOutcome>();
   for (const trajectoryId of await store.listTrajectories(runId)) {
     const summary = await store.getTrajectory(runId, trajectoryId);
     if (!summary) continue;
@@ -178,7 +144,7 @@ async function main(): Promise<void> {
     else outcome.failed = true;
     outcomes.set(summary.groupId, outcome);
   }
-  const comparisons = compare(deadEndTurns, outcomes);
+  const comparisons = countComparisons(deadEndTurns, outcomes);
   if (bands.size === 0) throw new Error(`no trajectories of run ${runId} under ${path.resolve(dataDir)}`);
   const percent = (part: number, whole: number) => `${whole ? Math.round((100 * part) / whole) : 0}%`;
   const share = (part: number, whole: number) => (part / Math.max(1, whole)).toFixed(2);

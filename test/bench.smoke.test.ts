@@ -134,9 +134,14 @@ describe('benchmark scripts at tiny sizes', () => {
 
     const moves = await expectSuccess('frozenlakeMoves', ['scale', dataDir, '10'], 60_000);
     // The zero-latency stand-in samples version 0 only: one band holding all 32 episodes.
-    expect(moves).toMatch(
-      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); down and right blocked on \d+ of them, left or up there \d\.\d\d; onto a dead end where the other of down and right was not one \d\.\d\d \(of \d+ turns, right there \d\.\d\d\); unreadable answers \d+%$/m,
+    const band = moves.match(
+      /^v0-9: 32 episodes, goal \d+%, hole \d+%, out of steps \d+%; moves into a visible hole \d\.\d\d \(of \d+ turns next to one; into the edge there \d\.\d\d\); down and right blocked on \d+ of them, left or up there \d\.\d\d; onto a dead end where the other of down and right was not one \d\.\d\d \(of (\d+) turns, right there \d\.\d\d; (\d+) of them in groups with mixed outcomes, on (\d+) cells the group played both\); unreadable answers \d+%$/m,
     );
+    expect(band).not.toBeNull();
+    // A cell counted as compared holds at least two of the turns in mixed-outcome groups, which are some of the dead-end turns.
+    const [deadEndTurns, inMixedGroups, comparedCells] = band!.slice(1).map(Number);
+    expect(inMixedGroups).toBeLessThanOrEqual(deadEndTurns);
+    expect(2 * comparedCells).toBeLessThanOrEqual(inMixedGroups);
   });
 
   test('npm run bench:held-out-ceiling', async () => {
