@@ -19,6 +19,7 @@ import path from 'node:path';
 import { parseAction } from '../src/agents/frozenlakeAgent';
 import { ACTION_NAMES } from '../src/envs/frozenlake';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { solvedTask } from '../src/core/groupStats';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
 import { beyond, DOWN, isDeadEnd, isOpen, RIGHT, type Cell, type Step } from './frozenlakeCells';
 import { countComparisons, type DeadEndTurn, type GroupOutcome } from './deadEndComparisons';
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
   const store = new TrajectoryStore(path.resolve(dataDir));
   const bands = new Map<number, Band>();
   const deadEndTurns: DeadEndTurn[] = [];
-  /** Per group: whether some episode reached G, and whether some did not. */
+  /** Per group: whether some episode solved its map, and whether some did not (the filter's test). */
   const outcomes = new Map<string, GroupOutcome>();
   for (const trajectoryId of await store.listTrajectories(runId)) {
     const summary = await store.getTrajectory(runId, trajectoryId);
@@ -140,7 +141,7 @@ async function main(): Promise<void> {
     bands.set(start, band);
     count(band, start, summary, await store.getTurns(runId, trajectoryId, summary.turns), deadEndTurns);
     const outcome = outcomes.get(summary.groupId) ?? { solved: false, failed: false };
-    if (summary.envReturn > 0) outcome.solved = true;
+    if (solvedTask(summary)) outcome.solved = true;
     else outcome.failed = true;
     outcomes.set(summary.groupId, outcome);
   }
