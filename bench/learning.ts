@@ -10,7 +10,10 @@
  *     levels by every later evaluation, and again by every later mean of HELD_OUT_WINDOW
  *     evaluations;
  *   - when each level settled: from where on it held to the end ("reaches it and stays there"),
- *     which a run that first touched a level and dipped below it reaches later.
+ *     which a run that first touched a level and dipped below it reaches later;
+ *   - how many steps trained no group (the group filter dropped every group they took), and from
+ *     which step on none trained anything: a run whose every map is solved or failed by all its
+ *     episodes stops changing, whatever its trainer's settings.
  *
  *   npm run bench:learning -- --config config/examples/frozenlake-train.yaml --seeds 1,2,3 --repeats 2 [--steps N] [--minutes M]
  *     (--minutes: each run is stopped M minutes after its training workflow started, if its steps
@@ -75,6 +78,15 @@ export interface LearningRun {
   /** Held-out levels judged by the mean of HELD_OUT_WINDOW consecutive evaluations. */
   heldOutMean: Milestone[];
   finalHeldOut?: number;
+  untrained: UntrainedSteps;
+}
+
+/** The steps that trained no group: every group they took was dropped by the filter or corrupt. */
+export interface UntrainedSteps {
+  count: number;
+  /** The step from which every step to the end trained nothing, and its time; absent if the last one trained. */
+  from?: number;
+  fromElapsedS?: number;
 }
 
 /** The index from which every entry passes, to the last one; -1 when the last one does not. */
@@ -211,9 +223,19 @@ async function runOnce(
   return judge(run, summary.curve, summary.evaluations);
 }
 
+export function untrainedSteps(curve: readonly StepMetrics[]): UntrainedSteps {
+  // Runs recorded before groupsCorrupt existed lack it.
+  const trainedNothing = curve.map((m) => m.groups - m.groupsSkipped - (m.groupsCorrupt ?? 0) === 0);
+  const from = settledIndex(trainedNothing);
+  return {
+    count: trainedNothing.filter(Boolean).length,
+    ...(from < 0 ? {} : { from: curve[from].step, fromElapsedS: curve[from].elapsedS }),
+  };
+}
+
 /** A run's milestones, from its learning curve and held-out evaluations. */
 function judge(
-  run: Omit<LearningRun, 'sampled' | 'heldOut' | 'heldOutMean' | 'finalHeldOut'>,
+  run: Omit<LearningRun, 'sampled' | 'heldOut' | 'heldOutMean' | 'finalHeldOut' | 'untrained'>,
   curve: StepMetrics[],
   evaluations: EvaluationRecord[],
 ): LearningRun {
@@ -223,6 +245,7 @@ function judge(
     heldOut: heldOutMilestones(evaluations),
     heldOutMean: heldOutMilestones(evaluations, HELD_OUT_LEVELS, HELD_OUT_WINDOW),
     finalHeldOut: evaluations.at(-1)?.successRate,
+    untrained: untrainedSteps(curve),
   };
 }
 
@@ -255,7 +278,13 @@ export function formatRun(r: LearningRun): string {
     `    sampled  ${r.sampled.map((m) => describeMilestone(m, 'step')).join(' | ')}`,
     `    held-out ${r.heldOut.map((m) => describeMilestone(m, 'v')).join(' | ')}`,
     `    held-out, mean of ${HELD_OUT_WINDOW} ${r.heldOutMean.map((m) => describeMilestone(m, 'v')).join(' | ')}`,
+    `    steps that trained no group: ${describeUntrained(r.untrained, r.steps)}`,
   ].join('\n');
+}
+
+function describeUntrained({ count, from, fromElapsedS }: UntrainedSteps, steps: number): string {
+  const tail = from === undefined ? '' : `, every one from step ${from} (${fromElapsedS?.toFixed(0) ?? '?'} s) to the end`;
+  return `${count} of ${steps}${tail}`;
 }
 
 /**
@@ -282,6 +311,7 @@ export function formatSummary(config: string, runs: readonly LearningRun[]): str
     line('sampled ', (r) => r.sampled),
     line('held-out', (r) => r.heldOut),
     line(`held-out, mean of ${HELD_OUT_WINDOW}`, (r) => r.heldOutMean),
+    `    runs that trained nothing from some step to the end: ${runs.filter((r) => r.untrained.from !== undefined).length}/${runs.length}`,
   ].join('\n');
 }
 

@@ -1,6 +1,6 @@
 /** The learning benchmark's judgement of a curve: first reached, and held or lost since. */
 import type { EvaluationRecord } from '../activities/evaluation';
-import { heldOutMilestones, sampledMilestones } from '../bench/learning';
+import { formatRun, heldOutMilestones, sampledMilestones, untrainedSteps, type LearningRun } from '../bench/learning';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 
 const curve = (rates: number[]) => rates.map((successRate, step) => ({ step, successRate, elapsedS: 10 * (step + 1) }) as StepMetrics);
@@ -74,4 +74,44 @@ describe('where a level settled (reached, and held from there to the end)', () =
 test('a level first touched in the last steps holds only if the last 5-step window is at it', () => {
   expect(sampledMilestones(curve([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.96]), [0.95])[0]).toEqual({ level: 0.95, at: 6, elapsedS: 70, held: false });
   expect(sampledMilestones(curve([0.5, 0.96, 0.96, 0.96, 0.96, 0.96, 0.96]), [0.95])[0]).toMatchObject({ at: 1, held: true, settledAt: 5 });
+});
+
+describe('steps that trained no group', () => {
+  /** Steps taking 4 groups each, of which `skipped[i]` were dropped by the filter. */
+  const stepsSkipping = (skipped: number[], corrupt: number[] = []) =>
+    skipped.map((groupsSkipped, step) => ({ step, groups: 4, groupsSkipped, groupsCorrupt: corrupt[step] ?? 0, elapsedS: 10 * (step + 1) }) as StepMetrics);
+
+  test('counts every step whose groups were all dropped, and finds the step from which none trained to the end', () => {
+    expect(untrainedSteps(stepsSkipping([0, 4, 2, 4, 4, 4]))).toEqual({ count: 4, from: 3, fromElapsedS: 40 });
+    // A corrupt group is not trained either.
+    expect(untrainedSteps(stepsSkipping([0, 3, 0], [0, 1, 0]))).toEqual({ count: 1 });
+    // The last step trained: the run had not stopped changing.
+    expect(untrainedSteps(stepsSkipping([4, 4, 0]))).toEqual({ count: 2 });
+  });
+
+  test('a run recorded before groupsCorrupt existed is read as having none', () => {
+    const old = stepsSkipping([4, 1]).map(({ groupsCorrupt: _, ...rest }) => rest as StepMetrics);
+    expect(untrainedSteps(old)).toEqual({ count: 1 });
+  });
+
+  test("each run's report says how many, and from when", () => {
+    const run: LearningRun = {
+      config: 'random.yaml',
+      seed: 9,
+      repeat: 1,
+      runId: 'random-1',
+      steps: 6,
+      wallSeconds: 60,
+      sampled: [],
+      heldOut: [],
+      heldOutMean: [],
+      untrained: untrainedSteps(stepsSkipping([0, 4, 2, 4, 4, 4])),
+    };
+    expect(formatRun(run).split('\n').at(-1)).toBe('    steps that trained no group: 4 of 6, every one from step 3 (40 s) to the end');
+    expect(
+      formatRun({ ...run, untrained: { count: 0 } })
+        .split('\n')
+        .at(-1),
+    ).toBe('    steps that trained no group: 0 of 6');
+  });
 });
