@@ -235,6 +235,8 @@ describe('benchmark scripts at tiny sizes', () => {
     );
 
     expect(output).toMatch(/^ +held-out, mean of 3 70% /m);
+    expect(output).toMatch(/^ {4}steps that trained no group: [0-2] of 2(, every one from step [01] \(\d+ s\) to the end)?$/m);
+    expect(output).toMatch(/^ {4}runs that trained nothing from some step to the end: [01]\/1$/m);
 
     // Judged again from its stored files (--runs), the run gets the same milestones.
     const runId = /^tiny\.json seed 7 #1 \((.+)\):/m.exec(output)![1];
