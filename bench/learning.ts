@@ -223,6 +223,7 @@ async function runOnce(
   return judge(run, summary.curve, summary.evaluations);
 }
 
+/** How many of `curve`'s steps trained no group, and from which step none did to the end. */
 export function untrainedSteps(curve: readonly StepMetrics[]): UntrainedSteps {
   // Runs recorded before groupsCorrupt existed lack it.
   const trainedNothing = curve.map((m) => m.groups - m.groupsSkipped - (m.groupsCorrupt ?? 0) === 0);
