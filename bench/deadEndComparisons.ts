@@ -4,6 +4,8 @@
  * where one group played both moves (the move onto the dead end against the other, on the same
  * cell of the same map: the only comparison that tells them apart).
  */
+import { hasMixedOutcomes } from '../src/core/groupStats';
+import type { GroupSummary } from '../src/core/records';
 
 /** A turn where one of down and right leads onto a dead end and the other does not. */
 export interface DeadEndTurn {
@@ -15,11 +17,8 @@ export interface DeadEndTurn {
   move: string;
 }
 
-/** Whether some episode of a group reached G, and whether some did not. */
-export interface GroupOutcome {
-  solved: boolean;
-  failed: boolean;
-}
+/** Whether each episode of a group solved its map (`solvedTask`), as the group filter reads it. */
+export type GroupOutcome = Pick<GroupSummary, 'solved'>;
 
 /** Per band: such turns in mixed-outcome groups, and the (group, cell) pairs where both moves were played. */
 export interface Comparisons {
@@ -33,7 +32,7 @@ export function countComparisons(turns: readonly DeadEndTurn[], outcomes: Readon
   const byBand = new Map<number, Comparisons>();
   for (const turn of turns) {
     const outcome = outcomes.get(turn.groupId);
-    if (!outcome?.solved || !outcome.failed) continue;
+    if (!outcome || !hasMixedOutcomes(outcome)) continue;
     const band = byBand.get(turn.band) ?? { inMixedGroups: 0, comparedCells: 0 };
     band.inMixedGroups++;
     byBand.set(turn.band, band);

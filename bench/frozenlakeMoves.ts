@@ -117,7 +117,6 @@ async function main(): Promise<void> {
   const store = new TrajectoryStore(path.resolve(dataDir));
   const bands = new Map<number, Band>();
   const deadEndTurns: DeadEndTurn[] = [];
-  /** Per group: whether some episode solved its map, and whether some did not (the filter's test). */
   const outcomes = new Map<string, GroupOutcome>();
   for (const trajectoryId of await store.listTrajectories(runId)) {
     const summary = await store.getTrajectory(runId, trajectoryId);
@@ -140,9 +139,8 @@ async function main(): Promise<void> {
     };
     bands.set(start, band);
     count(band, start, summary, await store.getTurns(runId, trajectoryId, summary.turns), deadEndTurns);
-    const outcome = outcomes.get(summary.groupId) ?? { solved: false, failed: false };
-    if (solvedTask(summary)) outcome.solved = true;
-    else outcome.failed = true;
+    const outcome = outcomes.get(summary.groupId) ?? { solved: [] };
+    outcome.solved.push(solvedTask(summary));
     outcomes.set(summary.groupId, outcome);
   }
   const comparisons = countComparisons(deadEndTurns, outcomes);

@@ -9,9 +9,9 @@ function turn(band: number, groupId: string, cell: string, move: string): DeadEn
 
 describe('countComparisons (frozenlakeMoves: what per-turn credit can learn the dead ends from)', () => {
   const outcomes = new Map<string, GroupOutcome>([
-    ['mixed', { solved: true, failed: true }],
-    ['allFailed', { solved: false, failed: true }],
-    ['allSolved', { solved: true, failed: false }],
+    ['mixed', { solved: [true, false, false] }],
+    ['allFailed', { solved: [false, false] }],
+    ['allSolved', { solved: [true, true] }],
   ]);
 
   test('counts only mixed-outcome groups, and a cell once where its group played both down and right', () => {

@@ -13,7 +13,7 @@ export function solvedTask(trajectory: Pick<TrajectorySummary, 'envReturn'>): bo
 }
 
 /** Whether some of the group's trajectories solved the task and some did not. */
-export function hasMixedOutcomes(group: GroupSummary): boolean {
+export function hasMixedOutcomes(group: Pick<GroupSummary, 'solved'>): boolean {
   return group.solved.includes(true) && group.solved.includes(false);
 }
 

@@ -174,9 +174,6 @@ export class PolicyTrainer {
     const { learningRate, maxGradNorm, adamEpsilon, optimizerStepsPerBatch, maxUpdateKl } = { ...SCHEMA_DEFAULTS, ...settings };
     const problem = weightsProblem(weights);
     if (problem) throw new Error(`invalid weights: ${problem}`);
-    const positive = (name: string, value: number) => {
-      if (!(Number.isFinite(value) && value > 0)) throw new Error(`${name} must be a finite number > 0, got ${value}`);
-    };
     positive('learningRate', learningRate);
     positive('maxGradNorm', maxGradNorm);
     positive('adamEpsilon', adamEpsilon);
@@ -232,7 +229,7 @@ export class PolicyTrainer {
   trainBatch(samples: readonly TrainingSample[], { learningRate = this.learningRate } = {}): TrainMetrics {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
-    if (!(Number.isFinite(learningRate) && learningRate > 0)) throw new Error(`learningRate must be a finite number > 0, got ${learningRate}`);
+    positive('learningRate', learningRate);
     if (this.lossConfig.beta === 0 && this.lossConfig.entropyBonus === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
@@ -525,6 +522,11 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
 }
 
 /** `parts` in order, in chunks of whole parts of at most `packTokens` distinct tokens (one part at least). */
+/** Throws, naming the setting, unless `value` is a finite number > 0. */
+function positive(name: string, value: number): void {
+  if (!(Number.isFinite(value) && value > 0)) throw new Error(`${name} must be a finite number > 0, got ${value}`);
+}
+
 function chunksOf<S extends MaskedSequence>(parts: readonly S[][], packTokens: number): { chunk: S[][]; firstPart: number }[] {
   const chunks: { chunk: S[][]; firstPart: number }[] = [];
   let tokens = 0;
