@@ -21,6 +21,7 @@ import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
 import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
+import { needsReference, withoutReference } from '../src/rl/loss';
 import { evaluateOnce, type EvaluateInput, type EvaluationRecord } from './evaluation';
 import { withHeartbeat } from './heartbeat';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
@@ -162,8 +163,8 @@ class HeldTrainer {
     this.held = undefined;
     return tracer.span('checkpoint.load', { version }, async () => {
       const checkpoint = await loadTrainerCheckpoint(this.checkpoints.file(runId, version));
-      // The KL penalty's reference is the run's version 0: the policy RL started from.
-      const reference = config.loss.beta > 0 ? (await loadTrainerCheckpoint(this.checkpoints.file(runId, 0))).weights : undefined;
+      // The reference of the KL penalty and the coverage KL is the run's version 0: the policy RL started from.
+      const reference = needsReference(config.loss) ? (await loadTrainerCheckpoint(this.checkpoints.file(runId, 0))).weights : undefined;
       const trainer = await PolicyTrainer.create({
         ...trainerSettings(config, temperature),
         weights: checkpoint.weights,
@@ -335,9 +336,9 @@ async function preparePolicy(
 
   const { seed, checkpoint, ...architecture } = model;
   const weights = checkpoint ? (await loadTrainerCheckpoint(checkpoint)).weights : initWeights(modelConfig(architecture), seed);
-  // The warm-up is supervised: no KL term (its reference, version 0, does not exist yet).
+  // The warm-up is supervised: no term that reads the reference (version 0 does not exist yet).
   const settings = trainerSettings(config, temperature);
-  const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights });
+  const trainer = await PolicyTrainer.create({ ...settings, loss: withoutReference(settings.loss), weights });
   if (config.formatWarmupSteps > 0) {
     const { losses } = await withHeartbeat(() =>
       runFormatWarmup(trainer, { steps: config.formatWarmupSteps, learningRate: config.formatWarmupLearningRate, seed, env, agent }),

@@ -35,7 +35,7 @@ import { disposeTensorWeights, prefill, toTensorWeights } from '../src/model/tra
 import { initWeights } from '../src/model/weights';
 import { createAgent, createEnvironment } from '../src/plugins/registry';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
-import type { MaskedSequence } from '../src/rl/loss';
+import { withoutReference, type MaskedSequence } from '../src/rl/loss';
 import { PolicyTrainer, trainerSettings } from '../src/rl/trainer';
 import { loadRunConfig } from '../src/runConfig';
 import { beyond, isDeadEnd, isOpen } from './frozenlakeCells';
@@ -225,7 +225,7 @@ async function main(): Promise<void> {
   const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
 
   const settings = trainerSettings(config.trainer, config.sampling.temperature);
-  const trainer = await PolicyTrainer.create({ ...settings, loss: { ...settings.loss, beta: 0 }, weights: initWeights(model, seed) });
+  const trainer = await PolicyTrainer.create({ ...settings, loss: withoutReference(settings.loss), weights: initWeights(model, seed) });
   await runFormatWarmup(trainer, {
     steps: warmupSteps,
     learningRate: config.trainer.formatWarmupLearningRate,

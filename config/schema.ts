@@ -187,6 +187,18 @@ export const LossConfigSchema = z.strictObject({
    * large enough to keep a random-map policy choosing broke the spelling of its moves first).
    */
   entropyBonusTokens: z.enum(['all', 'answer-start']).default('all'),
+  /**
+   * c in loss += c x KL(reference || policy) over the whole next-token distribution at each token
+   * it is paid on; 0 turns it off. The reference is the run's version 0, as for `beta`. Unlike
+   * `beta`'s penalty, which lets the policy give up a move it no longer samples at no cost, this
+   * one grows without bound as the policy takes a move of the reference's away, so each keeps some
+   * chance on every state, and a rare state (a dead end on a random map) still sees the move it
+   * needs tried. Unlike the entropy bonus, it spreads the chance only over what the reference
+   * writes, not over letters that begin no answer. Embedded trainer only.
+   */
+  coverageKl: z.number().nonnegative().default(0),
+  /** Where the coverage KL is paid: `all` trained tokens, or each answer's first (`answer-start`, where the choice is made). */
+  coverageKlTokens: z.enum(['all', 'answer-start']).default('answer-start'),
 });
 
 /**
@@ -395,12 +407,14 @@ export const RunConfigSchema = z
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
       });
     }
-    if (config.model.path !== undefined && config.trainer.loss.entropyBonus > 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['trainer', 'loss', 'entropyBonus'],
-        message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
-      });
+    for (const setting of ['entropyBonus', 'coverageKl'] as const) {
+      if (config.model.path !== undefined && config.trainer.loss[setting] > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['trainer', 'loss', setting],
+          message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
+        });
+      }
     }
     if (config.model.path !== undefined && config.trainer.maxUpdateKl !== undefined) {
       ctx.addIssue({

@@ -98,6 +98,12 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { entropyBonusTokens: 'first' } } })).toThrow(
       /trainer\.loss\.entropyBonusTokens/,
     );
+    // And the coverage KL.
+    expect(parseRunConfig(realModel).trainer.loss.coverageKl).toBe(0);
+    expect(() => parseRunConfig({ ...realModel, trainer: { loss: { coverageKl: 0.1 } } })).toThrow(
+      /trainer\.loss\.coverageKl: is a setting of the embedded trainer/,
+    );
+    expect(parseRunConfig({ env: { name: 'frozenlake' } }).trainer.loss.coverageKlTokens).toBe('answer-start');
     // Model calls run on inference workers unless a run asks for local activities.
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');

@@ -2,9 +2,19 @@ import * as tf from '@tensorflow/tfjs-core';
 import { initBackend } from '../src/model/backend';
 import { modelConfig } from '../src/model/config';
 import { parameterSpecs, initWeights } from '../src/model/weights';
-import { disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights, type TensorWeights } from '../src/model/transformer';
+import { disposeTensorWeights, prefill, sequenceLogprobs, targetDistributions, toTensorWeights, type TensorWeights } from '../src/model/transformer';
 import '../src/rl/gradients';
-import { answerStarts, lossInputs, policyLoss, sameSequenceParts, type LossConfig, type LossInputs, type TrainingSample } from '../src/rl/loss';
+import {
+  answerStarts,
+  lossConfigProblem,
+  lossInputs,
+  policyLoss,
+  sameSequenceParts,
+  trainedTargets,
+  type LossConfig,
+  type LossInputs,
+  type TrainingSample,
+} from '../src/rl/loss';
 import { LossConfigSchema } from '../config/schema';
 
 /** The loss as a run's config sets it by default, at temperature 1. */
@@ -41,9 +51,14 @@ const FIXED = {
     [0.5, 1.0, 1.5],
     [2.0, 0.25, 9],
   ],
+  // KL(reference || policy) where each token was drawn; the padding's 7 must not count.
+  coverageKls: [
+    [0.4, 0.1, 0.3],
+    [0.2, 0.6, 7],
+  ],
 };
 
-function fixedInputs(withRef = false, withEntropies = false): LossInputs {
+function fixedInputs(withRef = false, withEntropies = false, withCoverage = false): LossInputs {
   return {
     logprobs: tf.tensor2d(FIXED.logprobs),
     behaviourLogprobs: tf.tensor2d(FIXED.behaviourLogprobs),
@@ -51,12 +66,13 @@ function fixedInputs(withRef = false, withEntropies = false): LossInputs {
     advantages: tf.tensor1d(FIXED.advantages),
     ...(withRef ? { refLogprobs: tf.tensor2d(FIXED.refLogprobs) } : {}),
     ...(withEntropies ? { entropies: tf.tensor2d(FIXED.entropies) } : {}),
+    ...(withCoverage ? { coverageKls: tf.tensor2d(FIXED.coverageKls) } : {}),
   };
 }
 
-function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = false) {
+function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = false, withCoverage = false) {
   return tf.tidy(() => {
-    const { loss, metrics } = policyLoss(fixedInputs(withRef, withEntropies), { ...DEFAULT_LOSS_CONFIG, ...config });
+    const { loss, metrics } = policyLoss(fixedInputs(withRef, withEntropies, withCoverage), { ...DEFAULT_LOSS_CONFIG, ...config });
     const value = (t?: tf.Scalar) => (t ? t.dataSync()[0] : undefined);
     return {
       loss: value(loss)!,
@@ -64,6 +80,7 @@ function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = 
       approxKl: value(metrics.approxKl)!,
       entropy: value(metrics.entropy)!,
       refKl: value(metrics.refKl),
+      coverageKl: value(metrics.coverageKl),
     };
   });
 }
@@ -140,6 +157,25 @@ describe('policyLoss on fixed inputs', () => {
     tf.dispose([grad, ...Object.values(inputs)]);
   });
 
+  // Masked coverage KLs 0.4, 0.1, 0.3 | 0.2, 0.6; answer starts 0.4 | 0.2
+  it('a coverage KL adds c x KL(reference || policy) at the tokens it is paid on, and lifts each by c / N', () => {
+    const all = evaluate({ coverageKl: 0.5, coverageKlTokens: 'all' }, false, false, true);
+    expect(all.loss).toBeCloseTo(TOKEN_MEAN + (0.5 * 1.6) / 5, 5);
+    expect(all.coverageKl).toBeCloseTo(1.6 / 5, 5);
+    const starts = evaluate({ coverageKl: 0.5, coverageKlTokens: 'answer-start' }, false, false, true);
+    expect(starts.loss).toBeCloseTo(TOKEN_MEAN + (0.5 * 0.6) / 5, 5);
+    // The metric is the mean over the tokens it is paid on: the two answer starts.
+    expect(starts.coverageKl).toBeCloseTo(0.3, 5);
+    expect(evaluate({ coverageKl: 0 }, false, false, true).coverageKl).toBeUndefined();
+    const inputs = fixedInputs(false, false, true);
+    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, coverageKl: 0.5, coverageKlTokens: 'answer-start' };
+    const grad = tf.grad((kls: tf.Tensor) => policyLoss({ ...inputs, coverageKls: kls as tf.Tensor2D }, config).loss)(inputs.coverageKls!);
+    expect(Array.from(grad.dataSync()).map((g) => Number(g.toFixed(6)))).toEqual([0.1, 0, 0, 0.1, 0, 0]);
+    tf.dispose([grad, ...Object.values(inputs)]);
+    expect(() => evaluate({ coverageKl: 0.1 })).toThrow(/coverageKl > 0 needs the coverage KLs/);
+    expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, coverageKl: -1 })).toMatch(/coverageKl must be a finite number >= 0, got -1/);
+  });
+
   it('answerStarts marks where each run of trained tokens begins, packed answers included', () => {
     const starts = tf.tidy(() =>
       answerStarts(
@@ -169,7 +205,7 @@ describe('gradient of the loss through the model', () => {
     }
     const policy: TensorWeights = { config, params: variables };
     const temperature = 0.8;
-    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', entropyBonus: 0.05, temperature };
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', entropyBonus: 0.05, coverageKl: 0.2, coverageKlTokens: 'all', temperature };
     const sequences = [
       { ids: [257, 258, 65, 66, 261, 260, 67, 68, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1], advantage: 0.7 },
       { ids: [257, 259, 70, 71, 72, 261, 260, 80, 81, 82, 261], lossMask: [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], advantage: -1.2 },
@@ -181,9 +217,14 @@ describe('gradient of the loss through the model', () => {
       behaviourLogprobs: [0, ...current[b].map((lp, t) => lp + 0.05 * Math.sin(3 * t + b))],
     }));
     const refLogprobs = current.map((logprobs, b) => logprobs.map((lp, t) => lp - 0.1 * Math.cos(2 * t + b)));
-    const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, true), lossConfig).loss.dataSync()[0]);
+    // The coverage KL's reference: another model's distributions at the trained targets.
+    const reference = toTensorWeights(initWeights(config, 11));
+    const refDistributions = sequences.map(({ ids, lossMask }) => targetDistributions(reference, ids, trainedTargets(lossMask), temperature));
+    disposeTensorWeights(reference);
+    const extras = { entropy: true, refDistributions };
+    const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, extras), lossConfig).loss.dataSync()[0]);
 
-    const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, true), lossConfig).loss);
+    const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, extras), lossConfig).loss);
     const checks: [string, number][] = [
       ['head', 3 * 264 + 67],
       ['head', 5 * 264 + 81],
@@ -232,7 +273,7 @@ describe('policy entropies at the trained tokens', () => {
       behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
       advantage: 1,
     };
-    const entropies = tf.tidy(() => Array.from(lossInputs(policy, [sample], temperature, undefined, true).entropies!.dataSync()));
+    const entropies = tf.tidy(() => Array.from(lossInputs(policy, [sample], temperature, undefined, { entropy: true }).entropies!.dataSync()));
     // Target t predicts ids[t + 1] from ids[<= t]: its distribution is the prefill's after ids[0..t].
     const expected = sample.ids.slice(1).map((_, t) => {
       if (sample.lossMask[t + 1] === 0) return 0;
@@ -244,6 +285,47 @@ describe('policy entropies at the trained tokens', () => {
     expect(expected.filter((h) => h > 0)).toHaveLength(3);
     entropies.forEach((h, t) => expect(h).toBeCloseTo(expected[t], 4));
     disposeTensorWeights(policy);
+  });
+});
+
+describe('coverage KLs at the trained tokens', () => {
+  const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
+
+  it('are KL(reference || policy) of the whole next-token distributions there, at the temperature; 0 elsewhere', () => {
+    const policy = toTensorWeights(initWeights(config, 7));
+    const reference = toTensorWeights(initWeights(config, 8));
+    const temperature = 0.8;
+    const sample: TrainingSample = {
+      ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
+      lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
+      behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
+      advantage: 1,
+    };
+    const refDistributions = [targetDistributions(reference, sample.ids, trainedTargets(sample.lossMask), temperature)];
+    // A repeat of the sample shares its part's reference distributions.
+    const kls = tf.tidy(() =>
+      lossInputs(policy, [sample, { ...sample }], temperature, undefined, {
+        refDistributions: [...refDistributions, ...refDistributions],
+      }).coverageKls!.arraySync(),
+    );
+    const logSoftmax = (weights: TensorWeights, prefix: number[]) => {
+      const logits = Array.from(prefill(weights, prefix).logits, (x) => x / temperature);
+      const top = Math.max(...logits);
+      const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
+      return logits.map((x) => x - logZ);
+    };
+    const expected = sample.ids.slice(1).map((_, t) => {
+      if (sample.lossMask[t + 1] === 0) return 0;
+      const [p, q] = [logSoftmax(policy, sample.ids.slice(0, t + 1)), logSoftmax(reference, sample.ids.slice(0, t + 1))];
+      return q.reduce((sum, lq, v) => sum + Math.exp(lq) * (lq - p[v]), 0);
+    });
+    expect(expected.filter((kl) => kl > 0)).toHaveLength(3);
+    for (const row of kls) row.forEach((kl, t) => expect(kl).toBeCloseTo(expected[t], 4));
+    expect(() => tf.tidy(() => lossInputs(policy, [sample], temperature, undefined, { refDistributions: [refDistributions[0].subarray(1)] }).logprobs)).toThrow(
+      /sample 0: \d+ reference distribution values, expected \d+ \(trained targets x vocabSize\)/,
+    );
+    disposeTensorWeights(policy);
+    disposeTensorWeights(reference);
   });
 });
 

@@ -65,11 +65,11 @@ export function tokenLogprobs(weights: TensorWeights, ids: readonly number[], te
  * tf.tidy or a gradient function.
  */
 export function targetLogprobs(weights: TensorWeights, ids: readonly number[], positions: readonly number[], temperature: number): tf.Tensor1D {
-  return targetScores(weights, ids, positions, temperature, false).logprobs;
+  return targetScores(weights, ids, positions, temperature).logprobs;
 }
 
 /**
- * `targetLogprobs`, and with `withEntropy` the entropy of the next-token distribution at each of
+ * `targetLogprobs`, and with `entropy` the entropy of the next-token distribution at each of
  * `positions` (0 at the other targets), from the same forward pass:
  *
  *   H_t = -sum_v p_t(v) log p_t(v),   p_t = softmax(logits_t / temperature)
@@ -81,17 +81,45 @@ export function targetScores(
   ids: readonly number[],
   positions: readonly number[],
   temperature: number,
-  withEntropy: boolean,
+  { entropy = false }: { entropy?: boolean } = {},
 ): { logprobs: tf.Tensor1D; entropies?: tf.Tensor1D } {
-  const { logprobs, entropies } = packedTargetScores(weights, [{ ids, positions }], temperature, withEntropy);
+  const { logprobs, entropies } = packedTargetScores(weights, [{ ids, positions }], temperature, { entropy });
   const row = (values: tf.Tensor2D) => tf.reshape(values, [ids.length - 1]) as tf.Tensor1D;
   return { logprobs: row(logprobs), ...(entropies ? { entropies: row(entropies) } : {}) };
+}
+
+/**
+ * The whole next-token distribution at each target of `positions`, as log-probabilities at
+ * `temperature`: [positions.length x vocabSize] values, row by row. Not differentiable (plain
+ * numbers): the reference distributions a coverage KL pulls the policy towards.
+ */
+export function targetDistributions(weights: TensorWeights, ids: readonly number[], positions: readonly number[], temperature: number): Float32Array {
+  assertScorable(weights.config, ids, temperature);
+  assertPositions(ids, positions);
+  const logp = tf.tidy(() =>
+    headLogSoftmax(weights, forwardSequence(weights, ids.slice(0, positions[positions.length - 1] + 1), positions).hidden, temperature),
+  );
+  const values = logp.dataSync() as Float32Array;
+  logp.dispose();
+  return values;
 }
 
 /** A sequence and the targets (ascending indices into its n-1 next-token targets) to score it at. */
 export interface ScoredSequence {
   ids: readonly number[];
   positions: readonly number[];
+}
+
+/** What `packedTargetScores` computes besides the logprobs. */
+export interface ScoreExtras {
+  /** The entropy of the next-token distribution at each target. */
+  entropy?: boolean;
+  /**
+   * A reference's next-token log-probabilities at every target, [K x vocabSize], the sequences'
+   * targets in order (as `targetDistributions` gives them, one sequence after another): then the
+   * coverage KL at each target, KL(reference || policy) = sum_v q(v) (log q(v) - log p(v)).
+   */
+  reference?: tf.Tensor2D;
 }
 
 /**
@@ -105,13 +133,12 @@ export function packedTargetScores(
   weights: TensorWeights,
   sequences: readonly ScoredSequence[],
   temperature: number,
-  withEntropy: boolean,
-): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D } {
+  { entropy = false, reference }: ScoreExtras = {},
+): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverageKls?: tf.Tensor2D } {
   if (sequences.length === 0) throw new Error('packedTargetScores needs at least one sequence');
   for (const { ids, positions } of sequences) {
     assertScorable(weights.config, ids, temperature);
-    const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
-    if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
+    assertPositions(ids, positions);
   }
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const { hidden } = forwardPacked(
@@ -131,9 +158,22 @@ export function packedTargetScores(
   );
   const K = S.shape[0];
   const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, K]), S), [sequences.length, width]) as tf.Tensor2D;
-  if (!withEntropy) return { logprobs: atTargets(picked) };
-  const entropies = tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1)); // [K]
-  return { logprobs: atTargets(picked), entropies: atTargets(entropies) };
+  const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverageKls?: tf.Tensor2D } = { logprobs: atTargets(picked) };
+  if (entropy) scores.entropies = atTargets(tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1))); // [K]
+  if (reference) {
+    if (reference.shape[0] !== K || reference.shape[1] !== weights.config.vocabSize) {
+      throw new Error(`reference distributions are [${reference.shape.join(', ')}], expected [${K}, ${weights.config.vocabSize}]`);
+    }
+    // KL(q || p) = sum_v q(v) (log q(v) - log p(v)); its gradient, -sum_v q(v) grad log p(v), lifts
+    // every token q gives mass to, however unlikely the policy has made it.
+    scores.coverageKls = atTargets(tf.sum(tf.mul(tf.exp(reference), tf.sub(reference, logp)), 1));
+  }
+  return scores;
+}
+
+function assertPositions(ids: readonly number[], positions: readonly number[]): void {
+  const bad = positions.findIndex((t, k) => !Number.isInteger(t) || t < 0 || t > ids.length - 2 || (k > 0 && t <= positions[k - 1]));
+  if (positions.length === 0 || bad >= 0) throw new Error(`targetLogprobs needs ascending positions in 0..${ids.length - 2}, got [${positions.join(', ')}]`);
 }
 
 /**

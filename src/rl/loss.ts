@@ -1,7 +1,7 @@
 /**
  * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, with an
- * optional KL penalty to a reference policy and an optional entropy bonus, over a minibatch padded
- * to [B, T].
+ * optional KL penalty to a reference policy, an optional coverage KL to it and an optional entropy
+ * bonus, over a minibatch padded to [B, T].
  *
  * Position t of row b is the sequence's target t + 1: logprobs[b, t] = log p(ids[t + 1] | ids[<= t]),
  * so a sequence of n tokens fills n - 1 positions (its first token has no logprob) and the rest of
@@ -10,6 +10,9 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../model/config';
 import { oneHot, packedTargetScores, type TensorWeights } from '../model/transformer';
+
+/** Where a per-token regulariser is paid: every trained token, or the first of each answer (each run of trained tokens). */
+export type RegularisedTokens = 'all' | 'answer-start';
 
 export interface LossConfig {
   /** Clip range below 1: the ratio's floor is 1 - epsilon. */
@@ -23,10 +26,27 @@ export interface LossConfig {
   aggregation: 'token-mean' | 'sequence-mean-token-mean';
   /** Weight of the policy's entropy at the trained tokens, subtracted from the loss; 0 turns it off. */
   entropyBonus: number;
-  /** The trained tokens the bonus is paid on: all, or the first of each answer (each run of trained tokens). */
-  entropyBonusTokens: 'all' | 'answer-start';
+  entropyBonusTokens: RegularisedTokens;
+  /** Weight of the coverage KL, KL(reference || policy) over the whole next-token distribution; 0 turns it off. */
+  coverageKl: number;
+  coverageKlTokens: RegularisedTokens;
   /** Sampling temperature: tokens are scored under the distribution that sampled them. */
   temperature: number;
+}
+
+/** Whether the loss reads a reference policy (the run's version 0): for the KL penalty or the coverage KL. */
+export function needsReference({ beta, coverageKl }: Pick<LossConfig, 'beta' | 'coverageKl'>): boolean {
+  return beta > 0 || coverageKl > 0;
+}
+
+/** `config` without the terms that read a reference: for training before version 0 exists (the format warm-up). */
+export function withoutReference<C extends Pick<LossConfig, 'beta' | 'coverageKl'>>(config: C): C {
+  return { ...config, beta: 0, coverageKl: 0 };
+}
+
+/** Whether the loss has a term besides the advantages' (so a batch of all-zero advantages still has a gradient). */
+export function hasRegulariser(config: Pick<LossConfig, 'beta' | 'coverageKl' | 'entropyBonus'>): boolean {
+  return needsReference(config) || config.entropyBonus > 0;
 }
 
 /** Why `config` is not usable, or undefined. */
@@ -38,6 +58,8 @@ export function lossConfigProblem({
   aggregation,
   entropyBonus,
   entropyBonusTokens,
+  coverageKl,
+  coverageKlTokens,
   temperature,
 }: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
@@ -50,6 +72,10 @@ export function lossConfigProblem({
   if (!(entropyBonus >= 0 && Number.isFinite(entropyBonus))) return `entropyBonus must be a finite number >= 0, got ${entropyBonus}`;
   if (entropyBonusTokens !== 'all' && entropyBonusTokens !== 'answer-start') {
     return `entropyBonusTokens must be all or answer-start, got ${JSON.stringify(entropyBonusTokens)}`;
+  }
+  if (!(coverageKl >= 0 && Number.isFinite(coverageKl))) return `coverageKl must be a finite number >= 0, got ${coverageKl}`;
+  if (coverageKlTokens !== 'all' && coverageKlTokens !== 'answer-start') {
+    return `coverageKlTokens must be all or answer-start, got ${JSON.stringify(coverageKlTokens)}`;
   }
   if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
   return undefined;
@@ -118,12 +144,25 @@ function assertEach<T>(items: readonly T[], problemOf: (item: T) => string | und
 
 /**
  * [B, T] policy logprobs of each sequence's trained targets (differentiable; 0 at the others) and
- * their loss mask; when asked for, the entropies of the policy's distributions there too.
+ * their loss mask; when asked for, the entropies of the policy's distributions there and their
+ * coverage KLs from the reference's too.
  */
 export interface MaskedLogprobs {
   logprobs: tf.Tensor2D;
   mask: tf.Tensor2D;
   entropies?: tf.Tensor2D;
+  coverageKls?: tf.Tensor2D;
+}
+
+/** What `maskedLogprobs` and `lossInputs` compute besides the logprobs. */
+export interface MaskedExtras {
+  /** The policy's entropy at each trained target. */
+  entropy?: boolean;
+  /**
+   * Per sequence, the reference's next-token log-probabilities at each of its trained targets
+   * ([targets x vocabSize], `targetDistributions`): then the coverage KL there.
+   */
+  refDistributions?: readonly Float32Array[];
 }
 
 export interface LossInputs extends MaskedLogprobs {
@@ -141,15 +180,21 @@ export interface LossInputs extends MaskedLogprobs {
  * the loss reads), as per-target logprobs and mask [B, T]; a sequence that recurs gets the same row
  * again (its gradient is the sum of theirs). Call inside tf.tidy or a gradient function.
  */
-export function maskedLogprobs(policy: TensorWeights, sequences: readonly MaskedSequence[], temperature: number, withEntropy = false): MaskedLogprobs {
+export function maskedLogprobs(
+  policy: TensorWeights,
+  sequences: readonly MaskedSequence[],
+  temperature: number,
+  { entropy = false, refDistributions }: MaskedExtras = {},
+): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
+  const reference = refDistributions && partDistributions(sequences, parts, refDistributions, policy.config.vocabSize);
   const scores = packedTargetScores(
     policy,
     parts.map(([{ ids, lossMask }]) => ({ ids, positions: trainedTargets(lossMask) })),
     temperature,
-    withEntropy,
+    { entropy, ...(reference ? { reference } : {}) },
   );
   // Each sequence's row of its part, by a one-hot product (wasm has no gradient kernel for gather);
   // nothing to pick when every sequence is its own part (parts keep the order of first appearance).
@@ -171,7 +216,33 @@ export function maskedLogprobs(policy: TensorWeights, sequences: readonly Masked
       width,
     ),
     ...(scores.entropies ? { entropies: rows(scores.entropies) } : {}),
+    ...(scores.coverageKls ? { coverageKls: rows(scores.coverageKls) } : {}),
   };
+}
+
+/** The reference distributions of each part's first sequence, one part after another, as [K, V]. */
+function partDistributions(
+  sequences: readonly MaskedSequence[],
+  parts: readonly MaskedSequence[][],
+  refDistributions: readonly Float32Array[],
+  vocabSize: number,
+): tf.Tensor2D {
+  const index = new Map(sequences.map((sequence, i) => [sequence, i]));
+  const rows = parts.map(([first]) => {
+    const i = index.get(first)!;
+    const expected = trainedTargets(first.lossMask).length * vocabSize;
+    if (refDistributions[i]?.length !== expected) {
+      throw new Error(`sample ${i}: ${refDistributions[i]?.length} reference distribution values, expected ${expected} (trained targets x vocabSize)`);
+    }
+    return refDistributions[i];
+  });
+  const values = new Float32Array(rows.reduce((sum, row) => sum + row.length, 0));
+  let offset = 0;
+  for (const row of rows) {
+    values.set(row, offset);
+    offset += row.length;
+  }
+  return tf.tensor2d(values, [values.length / vocabSize, vocabSize]);
 }
 
 /**
@@ -205,15 +276,16 @@ export function lossInputs(
   samples: readonly TrainingSample[],
   temperature: number,
   refLogprobs?: readonly ArrayLike<number>[],
-  withEntropy = false,
+  extras: MaskedExtras = {},
 ): LossInputs {
   assertTrainingSamples(samples, policy.config);
-  const { logprobs, mask, entropies } = maskedLogprobs(policy, samples, temperature, withEntropy);
+  const { logprobs, mask, entropies, coverageKls } = maskedLogprobs(policy, samples, temperature, extras);
   const width = logprobs.shape[1];
   const inputs: LossInputs = {
     logprobs,
     mask,
     ...(entropies ? { entropies } : {}),
+    ...(coverageKls ? { coverageKls } : {}),
     behaviourLogprobs: paddedTargets(
       samples.map(({ behaviourLogprobs }) => behaviourLogprobs),
       width,
@@ -249,6 +321,8 @@ export interface LossMetrics<T> {
   approxKl: T;
   /** KL(policy || reference) with the configured estimator; only when beta > 0. */
   refKl?: T;
+  /** KL(reference || policy) over the whole distribution, at the tokens it is paid on; only when coverageKl > 0. */
+  coverageKl?: T;
   /** Entropy of the sampling policy per masked token (Monte-Carlo: mean of -behaviour logprob). */
   entropy: T;
 }
@@ -260,8 +334,8 @@ export interface LossResult {
 
 /** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
 export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
-  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies } = inputs;
-  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens } = config;
+  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies, coverageKls } = inputs;
+  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens, coverageKl, coverageKlTokens } = config;
   const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
 
   // Importance ratio of the trained policy to the sampling one, per token:
@@ -296,8 +370,21 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   // first token of each answer.
   if (entropyBonus > 0) {
     if (!entropies) throw new Error('policyLoss: entropyBonus > 0 needs the policy entropies (lossInputs withEntropy)');
-    const paidAt = entropyBonusTokens === 'all' ? entropies : tf.mul(entropies, answerStarts(mask));
-    perToken = tf.sub(perToken, tf.mul(paidAt, entropyBonus));
+    perToken = tf.sub(perToken, tf.mul(paidAt(entropies, mask, entropyBonusTokens), entropyBonus));
+  }
+
+  // Coverage KL: l += c * KL(reference || policy) over the whole next-token distribution. The
+  // penalty above, KL(policy || reference) estimated at the sampled token, lets the policy drop a
+  // move altogether (a move it never samples costs it nothing); this one grows without bound as
+  // the policy takes away a move the reference plays, so every move the reference plays keeps
+  // some chance of being sampled, and compared, on every state, rare ones too.
+  let coverage: tf.Scalar | undefined;
+  if (coverageKl > 0) {
+    if (!coverageKls) throw new Error('policyLoss: coverageKl > 0 needs the coverage KLs (lossInputs with refDistributions)');
+    const paid = paidAt(coverageKls, mask, coverageKlTokens);
+    perToken = tf.add(perToken, tf.mul(paid, coverageKl));
+    const paidMask = coverageKlTokens === 'all' ? mask : answerStarts(mask);
+    coverage = maskedMean(paid, paidMask);
   }
 
   const loss = aggregate(perToken, mask, aggregation);
@@ -311,7 +398,12 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const clipFraction = maskedMean(tf.cast(tf.less(clipped, unclipped), 'float32'), mask);
   const approxKl = maskedMean(tf.sub(tf.sub(ratio, 1), logRatio), mask);
   const entropy = maskedMean(tf.neg(behaviourLogprobs), mask);
-  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}) } };
+  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}), ...(coverage ? { coverageKl: coverage } : {}) } };
+}
+
+/** `values` where `tokens` says a regulariser is paid, 0 elsewhere. */
+function paidAt(values: tf.Tensor2D, mask: tf.Tensor2D, tokens: RegularisedTokens): tf.Tensor2D {
+  return tokens === 'all' ? values : (tf.mul(values, answerStarts(mask)) as tf.Tensor2D);
 }
 
 /** 1 where a run of 1s of `mask` begins along each row (the first trained token of an answer), else 0. */

@@ -14,7 +14,7 @@ import { SamplingConfigSchema, TrainerConfigSchema, type TrainerConfig } from '.
 import './gradients';
 import { initBackend } from '../model/backend';
 import type { ModelConfig } from '../model/config';
-import { disposeTensorWeights, sequenceLogprobs, toTensorWeights, type TensorWeights } from '../model/transformer';
+import { disposeTensorWeights, sequenceLogprobs, targetDistributions, toTensorWeights, type TensorWeights } from '../model/transformer';
 import { assertWeightsFit, parameterSpecs, weightsProblem, type ModelWeights, type OptimizerState } from '../model/weights';
 import {
   aggregationShare,
@@ -24,6 +24,8 @@ import {
   lossInputs,
   maskedLogprobs,
   maskedTokens,
+  needsReference,
+  hasRegulariser,
   policyLoss,
   sameSequenceParts,
   supervisedLoss,
@@ -86,6 +88,7 @@ export interface TrainMetrics {
   clipFraction: number;
   approxKl: number;
   refKl?: number;
+  coverageKl?: number;
   entropy: number;
   /** Mean over minibatches of the global gradient norm before clipping. */
   gradNorm: number;
@@ -184,8 +187,8 @@ export class PolicyTrainer {
     this.lossConfig = { ...SCHEMA_DEFAULTS.loss, ...loss };
     const lossIssue = lossConfigProblem(this.lossConfig);
     if (lossIssue) throw new Error(`invalid loss config: ${lossIssue}`);
-    if (this.lossConfig.beta > 0) {
-      if (!reference) throw new Error('loss.beta > 0 needs a reference policy (TrainerOptions.reference)');
+    if (needsReference(this.lossConfig)) {
+      if (!reference) throw new Error(`${this.lossConfig.beta > 0 ? 'loss.beta' : 'loss.coverageKl'} > 0 needs a reference policy (TrainerOptions.reference)`);
       assertWeightsFit(reference, weights.config);
     }
 
@@ -207,7 +210,7 @@ export class PolicyTrainer {
     this.m = this.variables(state.m, false);
     this.v = this.variables(state.v, false);
     this.step = state.step;
-    if (this.lossConfig.beta > 0) this.reference = toTensorWeights(reference!);
+    if (needsReference(this.lossConfig)) this.reference = toTensorWeights(reference!);
   }
 
   /** The policy as the transformer reads it. */
@@ -230,16 +233,16 @@ export class PolicyTrainer {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
     positive('learningRate', learningRate);
-    if (this.lossConfig.beta === 0 && this.lossConfig.entropyBonus === 0 && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
+    if (!hasRegulariser(this.lossConfig) && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();
-    const { temperature, aggregation, entropyBonus } = this.lossConfig;
+    const { temperature, aggregation, entropyBonus, beta, coverageKl } = this.lossConfig;
     const timings = { forwardBackwardMs: 0, optimizerMs: 0 };
     let lossSum = 0;
     let gradNormSum = 0;
     // Token-weighted sums of the per-sequence metric means.
-    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, entropy: 0 };
+    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, coverageKl: 0, entropy: 0 };
     const minibatches = split(samples, steps);
     const minibatchParts = minibatches.map((minibatch) => sameSequenceParts(minibatch));
     // The trust region's reference: the policy before the batch, and its logprobs on the first
@@ -250,11 +253,18 @@ export class PolicyTrainer {
       for (const [index, minibatch] of minibatches.entries()) {
         const forwardStarted = performance.now();
         const parts = minibatchParts[index];
-        const refLogprobs = this.reference && parts.map(([{ ids, lossMask }]) => sequenceLogprobs(this.reference!, ids, temperature, trainedTargets(lossMask)));
+        // The reference's scores of each part, outside the gradient: it is not trained.
+        const reference = this.reference;
+        const perPart = <T>(score: (ids: number[], targets: number[]) => T) => parts.map(([{ ids, lossMask }]) => score(ids, trainedTargets(lossMask)));
+        const refLogprobs = reference && beta > 0 ? perPart((ids, targets) => sequenceLogprobs(reference, ids, temperature, targets)) : undefined;
+        const refDistributions = reference && coverageKl > 0 ? perPart((ids, targets) => targetDistributions(reference, ids, targets, temperature)) : undefined;
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (chunk, firstPart) => {
           const samples = chunk.flat();
-          const chunkRefLogprobs = refLogprobs && chunk.flatMap((part, j) => part.map(() => refLogprobs[firstPart + j]));
-          const inputs = lossInputs(this.policy, samples, temperature, chunkRefLogprobs, entropyBonus > 0);
+          const ofSamples = <T>(values: readonly T[]) => chunk.flatMap((part, j) => part.map(() => values[firstPart + j]));
+          const inputs = lossInputs(this.policy, samples, temperature, refLogprobs && ofSamples(refLogprobs), {
+            entropy: entropyBonus > 0,
+            ...(refDistributions ? { refDistributions: ofSamples(refDistributions) } : {}),
+          });
           // Every row of a part holds the same logprobs: its first serves the trust region.
           if (before && index === 0) before.logprobs.push(...firstRowsOfParts(inputs.logprobs, chunk));
           const { loss: chunkLoss, metrics } = policyLoss(inputs, this.lossConfig);
@@ -263,6 +273,7 @@ export class PolicyTrainer {
           sums.approxKl += read(metrics.approxKl) * tokens;
           sums.entropy += read(metrics.entropy) * tokens;
           if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
+          if (metrics.coverageKl) sums.coverageKl += read(metrics.coverageKl) * tokens;
           return chunkLoss;
         });
         const optimizerStarted = performance.now();
@@ -286,7 +297,8 @@ export class PolicyTrainer {
       loss: lossSum / steps,
       clipFraction: sums.clipFraction / tokens,
       approxKl: sums.approxKl / tokens,
-      ...(this.reference ? { refKl: sums.refKl / tokens } : {}),
+      ...(beta > 0 ? { refKl: sums.refKl / tokens } : {}),
+      ...(coverageKl > 0 ? { coverageKl: sums.coverageKl / tokens } : {}),
       entropy: sums.entropy / tokens,
       gradNorm: gradNormSum / steps,
       tokens,
@@ -521,12 +533,12 @@ export function clipByGlobalNorm(grads: Readonly<Record<string, tf.Tensor>>, max
   return { norm, clipped: Object.fromEntries(Object.entries(grads).map(([name, g]) => [name, tf.mul(g, scale)])) };
 }
 
-/** `parts` in order, in chunks of whole parts of at most `packTokens` distinct tokens (one part at least). */
 /** Throws, naming the setting, unless `value` is a finite number > 0. */
 function positive(name: string, value: number): void {
   if (!(Number.isFinite(value) && value > 0)) throw new Error(`${name} must be a finite number > 0, got ${value}`);
 }
 
+/** `parts` in order, in chunks of whole parts of at most `packTokens` distinct tokens (one part at least). */
 function chunksOf<S extends MaskedSequence>(parts: readonly S[][], packTokens: number): { chunk: S[][]; firstPart: number }[] {
   const chunks: { chunk: S[][]; firstPart: number }[] = [];
   let tokens = 0;
