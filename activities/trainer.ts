@@ -163,7 +163,7 @@ class HeldTrainer {
     this.held = undefined;
     return tracer.span('checkpoint.load', { version }, async () => {
       const checkpoint = await loadTrainerCheckpoint(this.checkpoints.file(runId, version));
-      // The reference of the KL penalty and the coverage KL is the run's version 0: the policy RL started from.
+      // The reference of the KL penalty and the coverage term is the run's version 0: the policy RL started from.
       const reference = needsReference(config.loss) ? (await loadTrainerCheckpoint(this.checkpoints.file(runId, 0))).weights : undefined;
       const trainer = await PolicyTrainer.create({
         ...trainerSettings(config, temperature),

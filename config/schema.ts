@@ -188,17 +188,28 @@ export const LossConfigSchema = z.strictObject({
    */
   entropyBonusTokens: z.enum(['all', 'answer-start']).default('all'),
   /**
-   * c in loss += c x KL(reference || policy) over the whole next-token distribution at each token
-   * it is paid on; 0 turns it off. The reference is the run's version 0, as for `beta`. Unlike
-   * `beta`'s penalty, which lets the policy give up a move it no longer samples at no cost, this
+   * Coverage (off unless set): loss += weight x KL(reference || policy) over the whole next-token
+   * distribution at each token it is paid on, the reference being the run's version 0 (as for
+   * `beta`). `beta`'s penalty lets the policy give up a move it no longer samples at no cost; this
    * one grows without bound as the policy takes a move of the reference's away, so each keeps some
    * chance on every state, and a rare state (a dead end on a random map) still sees the move it
    * needs tried. Unlike the entropy bonus, it spreads the chance only over what the reference
    * writes, not over letters that begin no answer. Embedded trainer only.
    */
-  coverageKl: z.number().nonnegative().default(0),
-  /** Where the coverage KL is paid: `all` trained tokens, or each answer's first (`answer-start`, where the choice is made). */
-  coverageKlTokens: z.enum(['all', 'answer-start']).default('answer-start'),
+  coverage: z
+    .strictObject({
+      weight: z.number().positive(),
+      /**
+       * Pull only on the tokens the policy gives less than `floor` x the reference's probability,
+       * by weight x sum_v q(v) max(0, log(floor q(v)) - log p(v)): a floor under every answer, not
+       * a pull of the whole distribution back to the reference's (which holds the moves into a
+       * hole as high as the others). Unset: the whole KL.
+       */
+      floor: z.number().gt(0).max(1).optional(),
+      /** Where it is paid: `all` trained tokens, or each answer's first (`answer-start`, where an agent that answers with its action chooses it). */
+      tokens: z.enum(['all', 'answer-start']).default('answer-start'),
+    })
+    .optional(),
 });
 
 /**
@@ -407,8 +418,8 @@ export const RunConfigSchema = z
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
       });
     }
-    for (const setting of ['entropyBonus', 'coverageKl'] as const) {
-      if (config.model.path !== undefined && config.trainer.loss[setting] > 0) {
+    for (const setting of ['entropyBonus', 'coverage'] as const) {
+      if (config.model.path !== undefined && (config.trainer.loss[setting] ?? 0) !== 0) {
         ctx.addIssue({
           code: 'custom',
           path: ['trainer', 'loss', setting],

@@ -98,12 +98,18 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { entropyBonusTokens: 'first' } } })).toThrow(
       /trainer\.loss\.entropyBonusTokens/,
     );
-    // And the coverage KL.
-    expect(parseRunConfig(realModel).trainer.loss.coverageKl).toBe(0);
-    expect(() => parseRunConfig({ ...realModel, trainer: { loss: { coverageKl: 0.1 } } })).toThrow(
-      /trainer\.loss\.coverageKl: is a setting of the embedded trainer/,
+    // And the coverage term.
+    expect(parseRunConfig(realModel).trainer.loss.coverage).toBeUndefined();
+    expect(() => parseRunConfig({ ...realModel, trainer: { loss: { coverage: { weight: 0.1 } } } })).toThrow(
+      /trainer\.loss\.coverage: is a setting of the embedded trainer/,
     );
-    expect(parseRunConfig({ env: { name: 'frozenlake' } }).trainer.loss.coverageKlTokens).toBe('answer-start');
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { coverage: { weight: 1 } } } }).trainer.loss.coverage).toEqual({
+      weight: 1,
+      tokens: 'answer-start',
+    });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { coverage: { weight: 1, floor: 0 } } } })).toThrow(
+      /trainer\.loss\.coverage\.floor/,
+    );
     // Model calls run on inference workers unless a run asks for local activities.
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');

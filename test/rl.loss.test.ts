@@ -51,8 +51,8 @@ const FIXED = {
     [0.5, 1.0, 1.5],
     [2.0, 0.25, 9],
   ],
-  // KL(reference || policy) where each token was drawn; the padding's 7 must not count.
-  coverageKls: [
+  // The coverage of the reference where each token was drawn; the padding's 7 must not count.
+  coverage: [
     [0.4, 0.1, 0.3],
     [0.2, 0.6, 7],
   ],
@@ -66,7 +66,7 @@ function fixedInputs(withRef = false, withEntropies = false, withCoverage = fals
     advantages: tf.tensor1d(FIXED.advantages),
     ...(withRef ? { refLogprobs: tf.tensor2d(FIXED.refLogprobs) } : {}),
     ...(withEntropies ? { entropies: tf.tensor2d(FIXED.entropies) } : {}),
-    ...(withCoverage ? { coverageKls: tf.tensor2d(FIXED.coverageKls) } : {}),
+    ...(withCoverage ? { coverage: tf.tensor2d(FIXED.coverage) } : {}),
   };
 }
 
@@ -80,7 +80,7 @@ function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = 
       approxKl: value(metrics.approxKl)!,
       entropy: value(metrics.entropy)!,
       refKl: value(metrics.refKl),
-      coverageKl: value(metrics.coverageKl),
+      coverage: value(metrics.coverage),
     };
   });
 }
@@ -157,23 +157,28 @@ describe('policyLoss on fixed inputs', () => {
     tf.dispose([grad, ...Object.values(inputs)]);
   });
 
-  // Masked coverage KLs 0.4, 0.1, 0.3 | 0.2, 0.6; answer starts 0.4 | 0.2
-  it('a coverage KL adds c x KL(reference || policy) at the tokens it is paid on, and lifts each by c / N', () => {
-    const all = evaluate({ coverageKl: 0.5, coverageKlTokens: 'all' }, false, false, true);
+  // Masked coverage 0.4, 0.1, 0.3 | 0.2, 0.6; answer starts 0.4 | 0.2
+  it('coverage adds its weight x the coverage at the tokens it is paid on, and lifts each by weight / N', () => {
+    const all = evaluate({ coverage: { weight: 0.5, tokens: 'all' } }, false, false, true);
     expect(all.loss).toBeCloseTo(TOKEN_MEAN + (0.5 * 1.6) / 5, 5);
-    expect(all.coverageKl).toBeCloseTo(1.6 / 5, 5);
-    const starts = evaluate({ coverageKl: 0.5, coverageKlTokens: 'answer-start' }, false, false, true);
+    expect(all.coverage).toBeCloseTo(1.6 / 5, 5);
+    const starts = evaluate({ coverage: { weight: 0.5, tokens: 'answer-start' } }, false, false, true);
     expect(starts.loss).toBeCloseTo(TOKEN_MEAN + (0.5 * 0.6) / 5, 5);
     // The metric is the mean over the tokens it is paid on: the two answer starts.
-    expect(starts.coverageKl).toBeCloseTo(0.3, 5);
-    expect(evaluate({ coverageKl: 0 }, false, false, true).coverageKl).toBeUndefined();
+    expect(starts.coverage).toBeCloseTo(0.3, 5);
+    expect(evaluate({}, false, false, true).coverage).toBeUndefined();
     const inputs = fixedInputs(false, false, true);
-    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, coverageKl: 0.5, coverageKlTokens: 'answer-start' };
-    const grad = tf.grad((kls: tf.Tensor) => policyLoss({ ...inputs, coverageKls: kls as tf.Tensor2D }, config).loss)(inputs.coverageKls!);
+    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, coverage: { weight: 0.5, tokens: 'answer-start' } };
+    const grad = tf.grad((values: tf.Tensor) => policyLoss({ ...inputs, coverage: values as tf.Tensor2D }, config).loss)(inputs.coverage!);
     expect(Array.from(grad.dataSync()).map((g) => Number(g.toFixed(6)))).toEqual([0.1, 0, 0, 0.1, 0, 0]);
     tf.dispose([grad, ...Object.values(inputs)]);
-    expect(() => evaluate({ coverageKl: 0.1 })).toThrow(/coverageKl > 0 needs the coverage KLs/);
-    expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, coverageKl: -1 })).toMatch(/coverageKl must be a finite number >= 0, got -1/);
+    expect(() => evaluate({ coverage: { weight: 0.1, tokens: 'all' } })).toThrow(/coverage needs the coverage per token/);
+    expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, coverage: { weight: -1, tokens: 'all' } })).toMatch(
+      /coverage.weight must be a finite number > 0, got -1/,
+    );
+    expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, coverage: { weight: 1, floor: 2, tokens: 'all' } })).toMatch(
+      /coverage.floor must be in \(0, 1\], got 2/,
+    );
   });
 
   it('answerStarts marks where each run of trained tokens begins, packed answers included', () => {
@@ -205,7 +210,7 @@ describe('gradient of the loss through the model', () => {
     }
     const policy: TensorWeights = { config, params: variables };
     const temperature = 0.8;
-    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', entropyBonus: 0.05, coverageKl: 0.2, coverageKlTokens: 'all', temperature };
+    const lossConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, beta: 0.05, kl: 'k3', entropyBonus: 0.05, coverage: { weight: 0.2, tokens: 'all' }, temperature };
     const sequences = [
       { ids: [257, 258, 65, 66, 261, 260, 67, 68, 261], lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1], advantage: 0.7 },
       { ids: [257, 259, 70, 71, 72, 261, 260, 80, 81, 82, 261], lossMask: [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1], advantage: -1.2 },
@@ -221,7 +226,7 @@ describe('gradient of the loss through the model', () => {
     const reference = toTensorWeights(initWeights(config, 11));
     const refDistributions = sequences.map(({ ids, lossMask }) => targetDistributions(reference, ids, trainedTargets(lossMask), temperature));
     disposeTensorWeights(reference);
-    const extras = { entropy: true, refDistributions };
+    const extras = { entropy: true, coverage: { refDistributions } };
     const lossValue = () => tf.tidy(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, extras), lossConfig).loss.dataSync()[0]);
 
     const { value, grads } = tf.variableGrads(() => policyLoss(lossInputs(policy, samples, temperature, refLogprobs, extras), lossConfig).loss);
@@ -288,44 +293,69 @@ describe('policy entropies at the trained tokens', () => {
   });
 });
 
-describe('coverage KLs at the trained tokens', () => {
+describe('coverage of a reference at the trained tokens', () => {
   const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
-
-  it('are KL(reference || policy) of the whole next-token distributions there, at the temperature; 0 elsewhere', () => {
-    const policy = toTensorWeights(initWeights(config, 7));
-    const reference = toTensorWeights(initWeights(config, 8));
-    const temperature = 0.8;
-    const sample: TrainingSample = {
-      ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
-      lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
-      behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
-      advantage: 1,
-    };
-    const refDistributions = [targetDistributions(reference, sample.ids, trainedTargets(sample.lossMask), temperature)];
-    // A repeat of the sample shares its part's reference distributions.
-    const kls = tf.tidy(() =>
-      lossInputs(policy, [sample, { ...sample }], temperature, undefined, {
-        refDistributions: [...refDistributions, ...refDistributions],
-      }).coverageKls!.arraySync(),
-    );
-    const logSoftmax = (weights: TensorWeights, prefix: number[]) => {
-      const logits = Array.from(prefill(weights, prefix).logits, (x) => x / temperature);
-      const top = Math.max(...logits);
-      const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
-      return logits.map((x) => x - logZ);
-    };
-    const expected = sample.ids.slice(1).map((_, t) => {
+  const temperature = 0.8;
+  const sample: TrainingSample = {
+    ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
+    lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
+    behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
+    advantage: 1,
+  };
+  const logSoftmax = (weights: TensorWeights, prefix: number[]) => {
+    const logits = Array.from(prefill(weights, prefix).logits, (x) => x / temperature);
+    const top = Math.max(...logits);
+    const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
+    return logits.map((x) => x - logZ);
+  };
+  /** At each target: the sum over the vocabulary of q(v) shortfall(log q(v), log p(v)), by prefill; 0 at untrained targets. */
+  const expectedCoverage = (policy: TensorWeights, reference: TensorWeights, shortfall: (lq: number, lp: number) => number) =>
+    sample.ids.slice(1).map((_, t) => {
       if (sample.lossMask[t + 1] === 0) return 0;
       const [p, q] = [logSoftmax(policy, sample.ids.slice(0, t + 1)), logSoftmax(reference, sample.ids.slice(0, t + 1))];
-      return q.reduce((sum, lq, v) => sum + Math.exp(lq) * (lq - p[v]), 0);
+      return q.reduce((sum, lq, v) => sum + Math.exp(lq) * shortfall(lq, p[v]), 0);
     });
-    expect(expected.filter((kl) => kl > 0)).toHaveLength(3);
-    for (const row of kls) row.forEach((kl, t) => expect(kl).toBeCloseTo(expected[t], 4));
-    expect(() => tf.tidy(() => lossInputs(policy, [sample], temperature, undefined, { refDistributions: [refDistributions[0].subarray(1)] }).logprobs)).toThrow(
-      /sample 0: \d+ reference distribution values, expected \d+ \(trained targets x vocabSize\)/,
-    );
+
+  it('is KL(reference || policy) of the whole next-token distributions there, at the temperature, or its part below a floor; 0 elsewhere', () => {
+    const policy = toTensorWeights(initWeights(config, 7));
+    const reference = toTensorWeights(initWeights(config, 8));
+    const refDistributions = [targetDistributions(reference, sample.ids, trainedTargets(sample.lossMask), temperature)];
+    const coverage = (floor?: number) =>
+      tf.tidy(() =>
+        // A repeat of the sample shares its part's reference distributions.
+        lossInputs(policy, [sample, { ...sample }], temperature, undefined, {
+          coverage: { refDistributions: [...refDistributions, ...refDistributions], floor },
+        }).coverage!.arraySync(),
+      );
+    const kl = expectedCoverage(policy, reference, (lq, lp) => lq - lp);
+    expect(kl.filter((value) => value > 0)).toHaveLength(3);
+    for (const row of coverage()) row.forEach((value, t) => expect(value).toBeCloseTo(kl[t], 4));
+    // Floor 1: only the tokens the policy gives less than the reference count, so more than the
+    // KL, in which the others offset them; a lower floor counts fewer.
+    for (const floor of [1, 0.995]) {
+      const belowFloor = expectedCoverage(policy, reference, (lq, lp) => Math.max(0, Math.log(floor) + lq - lp));
+      for (const row of coverage(floor)) row.forEach((value, t) => expect(value).toBeCloseTo(belowFloor[t], 6));
+    }
+    const [atOne, lower] = [1, 0.995].map((floor) => expectedCoverage(policy, reference, (lq, lp) => Math.max(0, Math.log(floor) + lq - lp)));
+    atOne.forEach((value, t) => {
+      if (sample.lossMask[t + 1] === 0) return;
+      expect(value).toBeGreaterThan(kl[t]);
+      expect(lower[t]).toBeLessThan(value);
+      expect(lower[t]).toBeGreaterThan(0);
+    });
+    expect(() =>
+      tf.tidy(() => lossInputs(policy, [sample], temperature, undefined, { coverage: { refDistributions: [refDistributions[0].subarray(1)] } }).logprobs),
+    ).toThrow(/sample 0: \d+ reference distribution values, expected \d+ \(trained targets x vocabSize\)/);
     disposeTensorWeights(policy);
     disposeTensorWeights(reference);
+  });
+
+  it('is 0 with a floor where the policy covers the reference: itself', () => {
+    const policy = toTensorWeights(initWeights(config, 7));
+    const refDistributions = [targetDistributions(policy, sample.ids, trainedTargets(sample.lossMask), temperature)];
+    const values = tf.tidy(() => lossInputs(policy, [sample], temperature, undefined, { coverage: { refDistributions, floor: 0.9 } }).coverage!.dataSync());
+    expect(Array.from(values)).toEqual(new Array(values.length).fill(0));
+    disposeTensorWeights(policy);
   });
 });
 

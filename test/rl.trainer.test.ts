@@ -200,8 +200,10 @@ describe('PolicyTrainer', () => {
     expect(second.refKl).toBeGreaterThan(0);
   });
 
-  it('holds the policy to the reference with a coverage KL when coverageKl > 0', async () => {
-    await expect(create(initWeights(config, 1), { loss: { coverageKl: 0.1 } })).rejects.toThrow(/coverageKl > 0 needs a reference policy/);
+  it('holds the policy to the reference with loss.coverage', async () => {
+    await expect(create(initWeights(config, 1), { loss: { coverage: { weight: 0.1, tokens: 'all' } } })).rejects.toThrow(
+      /loss.coverage needs a reference policy/,
+    );
     const weights = initWeights(config, 1);
     // Every sampled answer pushed down: without the coverage KL the policy takes them away.
     const discouraged = batch.map((sample) => ({ ...sample, advantage: -1 }));
@@ -211,17 +213,18 @@ describe('PolicyTrainer', () => {
       disposeTensorWeights(policy);
       return values.reduce((sum, x) => sum + x, 0) / values.length;
     };
-    const after = async (coverageKl: number) => {
-      const trainer = await create(weights, { reference: weights, loss: { temperature: TEMPERATURE, coverageKl, coverageKlTokens: 'all' } });
+    const after = async (weight?: number) => {
+      const coverage = weight === undefined ? undefined : { weight, tokens: 'all' };
+      const trainer = await create(weights, { reference: weights, loss: { temperature: TEMPERATURE, coverage } });
       const metrics = Array.from({ length: 6 }, () => trainer.trainBatch(discouraged));
       const logprob = trainedLogprob(trainer.snapshot());
       trainer.dispose();
       return { metrics, logprob };
     };
-    const [free, held] = [await after(0), await after(20)];
-    expect(free.metrics[0].coverageKl).toBeUndefined();
-    expect(held.metrics[0].coverageKl).toBeCloseTo(0, 6);
-    expect(held.metrics[5].coverageKl).toBeGreaterThan(0);
+    const [free, held] = [await after(), await after(20)];
+    expect(free.metrics[0].coverage).toBeUndefined();
+    expect(held.metrics[0].coverage).toBeCloseTo(0, 6);
+    expect(held.metrics[5].coverage).toBeGreaterThan(0);
     // Measured: the answers' mean logprob fell from -0.68 by 0.13 without it, by 0.06 with it.
     const start = trainedLogprob(weights);
     expect(start - held.logprob).toBeLessThan(0.6 * (start - free.logprob));

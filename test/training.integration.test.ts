@@ -27,7 +27,14 @@ describe('training run', () => {
       agent: { maxTurns: 4 },
       sampling: { maxTokens: 12, temperature: 0.7 },
       rollout: { groupSize: 8, maxConcurrency: 16 },
-      trainer: { steps: 3, batchGroups: 2, maxStaleness: 0, weightSync: 'turn', formatWarmupSteps: 30, loss: { beta: 0.05, coverageKl: 0.1 } },
+      trainer: {
+        steps: 3,
+        batchGroups: 2,
+        maxStaleness: 0,
+        weightSync: 'turn',
+        formatWarmupSteps: 30,
+        loss: { beta: 0.05, coverage: { weight: 0.1, floor: 0.5 } },
+      },
       reward: { formatWeight: 0.5 },
     });
     const runId = 'training-run';
@@ -58,9 +65,9 @@ describe('training run', () => {
       );
       for (const m of curve) {
         expect(Number.isFinite(m.loss)).toBe(true);
-        // beta > 0 and coverageKl > 0: both terms read the reference policy (version 0) in every step.
+        // beta > 0 and coverage: both terms read the reference policy (version 0) in every step.
         expect(Number.isFinite(m.refKl)).toBe(true);
-        expect(m.coverageKl).toBeGreaterThanOrEqual(0);
+        expect(m.coverage).toBeGreaterThanOrEqual(0);
         // eta = 0: every trained token was sampled by the very version being trained.
         expect(Object.keys(m.stalenessHistogram)).toEqual(['0']);
         // Where the batch's trajectories spent their time: the parts add up, generation is real work.

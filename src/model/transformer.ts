@@ -91,7 +91,7 @@ export function targetScores(
 /**
  * The whole next-token distribution at each target of `positions`, as log-probabilities at
  * `temperature`: [positions.length x vocabSize] values, row by row. Not differentiable (plain
- * numbers): the reference distributions a coverage KL pulls the policy towards.
+ * numbers): the reference distributions the coverage term (`Coverage`) pulls the policy towards.
  */
 export function targetDistributions(weights: TensorWeights, ids: readonly number[], positions: readonly number[], temperature: number): Float32Array {
   assertScorable(weights.config, ids, temperature);
@@ -114,12 +114,21 @@ export interface ScoredSequence {
 export interface ScoreExtras {
   /** The entropy of the next-token distribution at each target. */
   entropy?: boolean;
-  /**
-   * A reference's next-token log-probabilities at every target, [K x vocabSize], the sequences'
-   * targets in order (as `targetDistributions` gives them, one sequence after another): then the
-   * coverage KL at each target, KL(reference || policy) = sum_v q(v) (log q(v) - log p(v)).
-   */
-  reference?: tf.Tensor2D;
+  /** A reference's distributions at every target: then the coverage of each (`Coverage`). */
+  coverage?: Coverage;
+}
+
+/**
+ * How far the policy's next-token distribution p falls short of covering a reference's q:
+ *   KL(q || p) = sum_v q(v) (log q(v) - log p(v)),  or with a floor f
+ *   sum_v q(v) max(0, log(f q(v)) - log p(v))       (0 while p(v) >= f q(v) for every v)
+ * Its gradient, -sum_v q(v) grad log p(v) (over the tokens below the floor), lifts every token q
+ * gives mass to, however unlikely the policy has made it.
+ */
+export interface Coverage {
+  /** log q at every target, [K x vocabSize], the sequences' targets in order (as `targetDistributions` gives them, one sequence after another). */
+  refLogprobs: tf.Tensor2D;
+  floor?: number;
 }
 
 /**
@@ -133,8 +142,8 @@ export function packedTargetScores(
   weights: TensorWeights,
   sequences: readonly ScoredSequence[],
   temperature: number,
-  { entropy = false, reference }: ScoreExtras = {},
-): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverageKls?: tf.Tensor2D } {
+  { entropy = false, coverage }: ScoreExtras = {},
+): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D } {
   if (sequences.length === 0) throw new Error('packedTargetScores needs at least one sequence');
   for (const { ids, positions } of sequences) {
     assertScorable(weights.config, ids, temperature);
@@ -158,17 +167,22 @@ export function packedTargetScores(
   );
   const K = S.shape[0];
   const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, K]), S), [sequences.length, width]) as tf.Tensor2D;
-  const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverageKls?: tf.Tensor2D } = { logprobs: atTargets(picked) };
+  const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D } = { logprobs: atTargets(picked) };
   if (entropy) scores.entropies = atTargets(tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1))); // [K]
-  if (reference) {
-    if (reference.shape[0] !== K || reference.shape[1] !== weights.config.vocabSize) {
-      throw new Error(`reference distributions are [${reference.shape.join(', ')}], expected [${K}, ${weights.config.vocabSize}]`);
-    }
-    // KL(q || p) = sum_v q(v) (log q(v) - log p(v)); its gradient, -sum_v q(v) grad log p(v), lifts
-    // every token q gives mass to, however unlikely the policy has made it.
-    scores.coverageKls = atTargets(tf.sum(tf.mul(tf.exp(reference), tf.sub(reference, logp)), 1));
-  }
+  if (coverage) scores.coverage = atTargets(coverageOf(coverage, logp));
   return scores;
+}
+
+/** `Coverage` of each row of `logp` [K, V]: [K]. */
+function coverageOf({ refLogprobs, floor }: Coverage, logp: tf.Tensor2D): tf.Tensor1D {
+  if (refLogprobs.shape[0] !== logp.shape[0] || refLogprobs.shape[1] !== logp.shape[1]) {
+    throw new Error(`reference distributions are [${refLogprobs.shape.join(', ')}], expected [${logp.shape.join(', ')}]`);
+  }
+  if (floor !== undefined && !(floor > 0 && floor <= 1)) throw new Error(`coverage floor must be in (0, 1], got ${floor}`);
+  const q = tf.exp(refLogprobs);
+  // KL: log q - log p; with a floor: max(0, log f + log q - log p)
+  const shortfall = floor === undefined ? tf.sub(refLogprobs, logp) : tf.relu(tf.sub(tf.add(refLogprobs, Math.log(floor)), logp));
+  return tf.sum(tf.mul(q, shortfall), 1) as tf.Tensor1D;
 }
 
 function assertPositions(ids: readonly number[], positions: readonly number[]): void {

@@ -1,6 +1,6 @@
 /**
  * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, with an
- * optional KL penalty to a reference policy, an optional coverage KL to it and an optional entropy
+ * optional KL penalty to a reference policy, an optional coverage of it and an optional entropy
  * bonus, over a minibatch padded to [B, T].
  *
  * Position t of row b is the sequence's target t + 1: logprobs[b, t] = log p(ids[t + 1] | ids[<= t]),
@@ -27,25 +27,31 @@ export interface LossConfig {
   /** Weight of the policy's entropy at the trained tokens, subtracted from the loss; 0 turns it off. */
   entropyBonus: number;
   entropyBonusTokens: RegularisedTokens;
-  /** Weight of the coverage KL, KL(reference || policy) over the whole next-token distribution; 0 turns it off. */
-  coverageKl: number;
-  coverageKlTokens: RegularisedTokens;
+  /** The coverage term (`Coverage` in src/model/transformer.ts): how far the policy falls short of covering the reference; absent: off. */
+  coverage?: CoverageConfig;
   /** Sampling temperature: tokens are scored under the distribution that sampled them. */
   temperature: number;
 }
 
-/** Whether the loss reads a reference policy (the run's version 0): for the KL penalty or the coverage KL. */
-export function needsReference({ beta, coverageKl }: Pick<LossConfig, 'beta' | 'coverageKl'>): boolean {
-  return beta > 0 || coverageKl > 0;
+export interface CoverageConfig {
+  weight: number;
+  /** Pull only where the policy gives a token less than floor x the reference's probability. */
+  floor?: number;
+  tokens: RegularisedTokens;
+}
+
+/** Whether the loss reads a reference policy (the run's version 0): for the KL penalty or the coverage term. */
+export function needsReference({ beta, coverage }: Pick<LossConfig, 'beta' | 'coverage'>): boolean {
+  return beta > 0 || coverage !== undefined;
 }
 
 /** `config` without the terms that read a reference: for training before version 0 exists (the format warm-up). */
-export function withoutReference<C extends Pick<LossConfig, 'beta' | 'coverageKl'>>(config: C): C {
-  return { ...config, beta: 0, coverageKl: 0 };
+export function withoutReference<C extends Pick<LossConfig, 'beta' | 'coverage'>>(config: C): C {
+  return { ...config, beta: 0, coverage: undefined };
 }
 
 /** Whether the loss has a term besides the advantages' (so a batch of all-zero advantages still has a gradient). */
-export function hasRegulariser(config: Pick<LossConfig, 'beta' | 'coverageKl' | 'entropyBonus'>): boolean {
+export function hasRegulariser(config: Pick<LossConfig, 'beta' | 'coverage' | 'entropyBonus'>): boolean {
   return needsReference(config) || config.entropyBonus > 0;
 }
 
@@ -58,8 +64,7 @@ export function lossConfigProblem({
   aggregation,
   entropyBonus,
   entropyBonusTokens,
-  coverageKl,
-  coverageKlTokens,
+  coverage,
   temperature,
 }: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
@@ -73,9 +78,11 @@ export function lossConfigProblem({
   if (entropyBonusTokens !== 'all' && entropyBonusTokens !== 'answer-start') {
     return `entropyBonusTokens must be all or answer-start, got ${JSON.stringify(entropyBonusTokens)}`;
   }
-  if (!(coverageKl >= 0 && Number.isFinite(coverageKl))) return `coverageKl must be a finite number >= 0, got ${coverageKl}`;
-  if (coverageKlTokens !== 'all' && coverageKlTokens !== 'answer-start') {
-    return `coverageKlTokens must be all or answer-start, got ${JSON.stringify(coverageKlTokens)}`;
+  if (coverage) {
+    const { weight, floor, tokens } = coverage;
+    if (!(weight > 0 && Number.isFinite(weight))) return `coverage.weight must be a finite number > 0, got ${weight}`;
+    if (floor !== undefined && !(floor > 0 && floor <= 1)) return `coverage.floor must be in (0, 1], got ${floor}`;
+    if (tokens !== 'all' && tokens !== 'answer-start') return `coverage.tokens must be all or answer-start, got ${JSON.stringify(tokens)}`;
   }
   if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
   return undefined;
@@ -145,13 +152,13 @@ function assertEach<T>(items: readonly T[], problemOf: (item: T) => string | und
 /**
  * [B, T] policy logprobs of each sequence's trained targets (differentiable; 0 at the others) and
  * their loss mask; when asked for, the entropies of the policy's distributions there and their
- * coverage KLs from the reference's too.
+ * coverage of the reference's too.
  */
 export interface MaskedLogprobs {
   logprobs: tf.Tensor2D;
   mask: tf.Tensor2D;
   entropies?: tf.Tensor2D;
-  coverageKls?: tf.Tensor2D;
+  coverage?: tf.Tensor2D;
 }
 
 /** What `maskedLogprobs` and `lossInputs` compute besides the logprobs. */
@@ -160,9 +167,9 @@ export interface MaskedExtras {
   entropy?: boolean;
   /**
    * Per sequence, the reference's next-token log-probabilities at each of its trained targets
-   * ([targets x vocabSize], `targetDistributions`): then the coverage KL there.
+   * ([targets x vocabSize], `targetDistributions`), and the floor: then the coverage there.
    */
-  refDistributions?: readonly Float32Array[];
+  coverage?: { refDistributions: readonly Float32Array[]; floor?: number };
 }
 
 export interface LossInputs extends MaskedLogprobs {
@@ -184,17 +191,17 @@ export function maskedLogprobs(
   policy: TensorWeights,
   sequences: readonly MaskedSequence[],
   temperature: number,
-  { entropy = false, refDistributions }: MaskedExtras = {},
+  { entropy = false, coverage }: MaskedExtras = {},
 ): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
-  const reference = refDistributions && partDistributions(sequences, parts, refDistributions, policy.config.vocabSize);
+  const refLogprobs = coverage && partDistributions(sequences, parts, coverage.refDistributions, policy.config.vocabSize);
   const scores = packedTargetScores(
     policy,
     parts.map(([{ ids, lossMask }]) => ({ ids, positions: trainedTargets(lossMask) })),
     temperature,
-    { entropy, ...(reference ? { reference } : {}) },
+    { entropy, ...(refLogprobs ? { coverage: { refLogprobs, floor: coverage!.floor } } : {}) },
   );
   // Each sequence's row of its part, by a one-hot product (wasm has no gradient kernel for gather);
   // nothing to pick when every sequence is its own part (parts keep the order of first appearance).
@@ -216,7 +223,7 @@ export function maskedLogprobs(
       width,
     ),
     ...(scores.entropies ? { entropies: rows(scores.entropies) } : {}),
-    ...(scores.coverageKls ? { coverageKls: rows(scores.coverageKls) } : {}),
+    ...(scores.coverage ? { coverage: rows(scores.coverage) } : {}),
   };
 }
 
@@ -279,13 +286,13 @@ export function lossInputs(
   extras: MaskedExtras = {},
 ): LossInputs {
   assertTrainingSamples(samples, policy.config);
-  const { logprobs, mask, entropies, coverageKls } = maskedLogprobs(policy, samples, temperature, extras);
+  const { logprobs, mask, entropies, coverage } = maskedLogprobs(policy, samples, temperature, extras);
   const width = logprobs.shape[1];
   const inputs: LossInputs = {
     logprobs,
     mask,
     ...(entropies ? { entropies } : {}),
-    ...(coverageKls ? { coverageKls } : {}),
+    ...(coverage ? { coverage } : {}),
     behaviourLogprobs: paddedTargets(
       samples.map(({ behaviourLogprobs }) => behaviourLogprobs),
       width,
@@ -321,8 +328,8 @@ export interface LossMetrics<T> {
   approxKl: T;
   /** KL(policy || reference) with the configured estimator; only when beta > 0. */
   refKl?: T;
-  /** KL(reference || policy) over the whole distribution, at the tokens it is paid on; only when coverageKl > 0. */
-  coverageKl?: T;
+  /** The coverage term before its weight, averaged over the tokens it is paid on; only with `coverage`. */
+  coverage?: T;
   /** Entropy of the sampling policy per masked token (Monte-Carlo: mean of -behaviour logprob). */
   entropy: T;
 }
@@ -334,8 +341,8 @@ export interface LossResult {
 
 /** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
 export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
-  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies, coverageKls } = inputs;
-  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens, coverageKl, coverageKlTokens } = config;
+  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies } = inputs;
+  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens, coverage } = config;
   const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
 
   // Importance ratio of the trained policy to the sampling one, per token:
@@ -373,18 +380,17 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
     perToken = tf.sub(perToken, tf.mul(paidAt(entropies, mask, entropyBonusTokens), entropyBonus));
   }
 
-  // Coverage KL: l += c * KL(reference || policy) over the whole next-token distribution. The
-  // penalty above, KL(policy || reference) estimated at the sampled token, lets the policy drop a
-  // move altogether (a move it never samples costs it nothing); this one grows without bound as
-  // the policy takes away a move the reference plays, so every move the reference plays keeps
-  // some chance of being sampled, and compared, on every state, rare ones too.
-  let coverage: tf.Scalar | undefined;
-  if (coverageKl > 0) {
-    if (!coverageKls) throw new Error('policyLoss: coverageKl > 0 needs the coverage KLs (lossInputs with refDistributions)');
-    const paid = paidAt(coverageKls, mask, coverageKlTokens);
-    perToken = tf.add(perToken, tf.mul(paid, coverageKl));
-    const paidMask = coverageKlTokens === 'all' ? mask : answerStarts(mask);
-    coverage = maskedMean(paid, paidMask);
+  // Coverage: l += c * KL(reference || policy) over the whole next-token distribution (or its
+  // part below a floor). The penalty above, KL(policy || reference) estimated at the sampled
+  // token, lets the policy drop a move altogether (a move it never samples costs it nothing);
+  // this one grows without bound as the policy takes away a move the reference plays, so every
+  // such move keeps some chance of being sampled, and compared, on every state, rare ones too.
+  let coverageMean: tf.Scalar | undefined;
+  if (coverage) {
+    if (!inputs.coverage) throw new Error('policyLoss: coverage needs the coverage per token (lossInputs with coverage)');
+    const paid = paidAt(inputs.coverage, mask, coverage.tokens);
+    perToken = tf.add(perToken, tf.mul(paid, coverage.weight));
+    coverageMean = maskedMean(paid, coverage.tokens === 'all' ? mask : answerStarts(mask));
   }
 
   const loss = aggregate(perToken, mask, aggregation);
@@ -398,7 +404,7 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const clipFraction = maskedMean(tf.cast(tf.less(clipped, unclipped), 'float32'), mask);
   const approxKl = maskedMean(tf.sub(tf.sub(ratio, 1), logRatio), mask);
   const entropy = maskedMean(tf.neg(behaviourLogprobs), mask);
-  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}), ...(coverage ? { coverageKl: coverage } : {}) } };
+  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}), ...(coverageMean ? { coverage: coverageMean } : {}) } };
 }
 
 /** `values` where `tokens` says a regulariser is paid, 0 elsewhere. */

@@ -88,7 +88,7 @@ export interface TrainMetrics {
   clipFraction: number;
   approxKl: number;
   refKl?: number;
-  coverageKl?: number;
+  coverage?: number;
   entropy: number;
   /** Mean over minibatches of the global gradient norm before clipping. */
   gradNorm: number;
@@ -188,7 +188,7 @@ export class PolicyTrainer {
     const lossIssue = lossConfigProblem(this.lossConfig);
     if (lossIssue) throw new Error(`invalid loss config: ${lossIssue}`);
     if (needsReference(this.lossConfig)) {
-      if (!reference) throw new Error(`${this.lossConfig.beta > 0 ? 'loss.beta' : 'loss.coverageKl'} > 0 needs a reference policy (TrainerOptions.reference)`);
+      if (!reference) throw new Error(`${this.lossConfig.beta > 0 ? 'loss.beta > 0' : 'loss.coverage'} needs a reference policy (TrainerOptions.reference)`);
       assertWeightsFit(reference, weights.config);
     }
 
@@ -237,12 +237,12 @@ export class PolicyTrainer {
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();
-    const { temperature, aggregation, entropyBonus, beta, coverageKl } = this.lossConfig;
+    const { temperature, aggregation, entropyBonus, beta, coverage } = this.lossConfig;
     const timings = { forwardBackwardMs: 0, optimizerMs: 0 };
     let lossSum = 0;
     let gradNormSum = 0;
     // Token-weighted sums of the per-sequence metric means.
-    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, coverageKl: 0, entropy: 0 };
+    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, coverage: 0, entropy: 0 };
     const minibatches = split(samples, steps);
     const minibatchParts = minibatches.map((minibatch) => sameSequenceParts(minibatch));
     // The trust region's reference: the policy before the batch, and its logprobs on the first
@@ -257,13 +257,13 @@ export class PolicyTrainer {
         const reference = this.reference;
         const perPart = <T>(score: (ids: number[], targets: number[]) => T) => parts.map(([{ ids, lossMask }]) => score(ids, trainedTargets(lossMask)));
         const refLogprobs = reference && beta > 0 ? perPart((ids, targets) => sequenceLogprobs(reference, ids, temperature, targets)) : undefined;
-        const refDistributions = reference && coverageKl > 0 ? perPart((ids, targets) => targetDistributions(reference, ids, targets, temperature)) : undefined;
+        const refDistributions = reference && coverage ? perPart((ids, targets) => targetDistributions(reference, ids, targets, temperature)) : undefined;
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (chunk, firstPart) => {
           const samples = chunk.flat();
           const ofSamples = <T>(values: readonly T[]) => chunk.flatMap((part, j) => part.map(() => values[firstPart + j]));
           const inputs = lossInputs(this.policy, samples, temperature, refLogprobs && ofSamples(refLogprobs), {
             entropy: entropyBonus > 0,
-            ...(refDistributions ? { refDistributions: ofSamples(refDistributions) } : {}),
+            ...(refDistributions ? { coverage: { refDistributions: ofSamples(refDistributions), floor: coverage?.floor } } : {}),
           });
           // Every row of a part holds the same logprobs: its first serves the trust region.
           if (before && index === 0) before.logprobs.push(...firstRowsOfParts(inputs.logprobs, chunk));
@@ -273,7 +273,7 @@ export class PolicyTrainer {
           sums.approxKl += read(metrics.approxKl) * tokens;
           sums.entropy += read(metrics.entropy) * tokens;
           if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
-          if (metrics.coverageKl) sums.coverageKl += read(metrics.coverageKl) * tokens;
+          if (metrics.coverage) sums.coverage += read(metrics.coverage) * tokens;
           return chunkLoss;
         });
         const optimizerStarted = performance.now();
@@ -298,7 +298,7 @@ export class PolicyTrainer {
       clipFraction: sums.clipFraction / tokens,
       approxKl: sums.approxKl / tokens,
       ...(beta > 0 ? { refKl: sums.refKl / tokens } : {}),
-      ...(coverageKl > 0 ? { coverageKl: sums.coverageKl / tokens } : {}),
+      ...(coverage ? { coverage: sums.coverage / tokens } : {}),
       entropy: sums.entropy / tokens,
       gradNorm: gradNormSum / steps,
       tokens,
