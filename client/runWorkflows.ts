@@ -15,9 +15,12 @@ import { RunInterrupted, unlessInterrupted } from './session';
 /** How long a run's caller waits, once its workflow has its result, for the rest of the run to close. */
 const RUN_SETTLE_MS = 120_000;
 
+/** Visibility query for the workflows not closed yet, of any run. */
+export const OPEN_WORKFLOWS_QUERY = "ExecutionStatus = 'Running'";
+
 /** Visibility query for the workflows of `runId` not closed yet. */
 export function openWorkflowsQuery(runId: string): string {
-  return `TrajflowRun = '${runId}' AND ExecutionStatus = 'Running'`;
+  return `TrajflowRun = '${runId}' AND ${OPEN_WORKFLOWS_QUERY}`;
 }
 
 /**

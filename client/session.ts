@@ -55,6 +55,13 @@ export function trainingInputOf(config: RunConfig, runId: string): TrainingInput
   };
 }
 
+/** Starts the dev server of `config.dataDir` where a `--local` run needs it, or finds it running with trajflow's settings. */
+export async function startLocalDevServer(config: RunConfig, logger: Logger): Promise<void> {
+  const target = resolveTemporal(config.temporal);
+  const server = await startDevServer({ dataDir: config.dataDir, port: portOf(target), namespace: target.namespace, log: (line) => logger.info(line) });
+  logger.info({ address: server.address, namespace: target.namespace, webUi: server.uiUrl }, 'Temporal dev server ready');
+}
+
 /** The port a `--local` dev server listens on: the resolved address's. */
 function portOf(target: TemporalTarget): number {
   const port = Number(target.address.split(':').pop());
@@ -138,10 +145,7 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
   const { logger } = options;
   const runId = options.runId ?? defaultRunId(config);
   const target = resolveTemporal(config.temporal);
-  if (options.local) {
-    const server = await startDevServer({ dataDir: config.dataDir, port: portOf(target), namespace: target.namespace, log: (line) => logger.info(line) });
-    logger.info({ address: server.address, namespace: target.namespace, webUi: server.uiUrl }, 'Temporal dev server ready');
-  }
+  if (options.local) await startLocalDevServer(config, logger);
   // Before any worker starts, here or on another host (src/store/dataMarker.ts).
   await markDataDir(config.dataDir);
   const layout = runLayout(config.dataDir, runId);

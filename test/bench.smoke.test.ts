@@ -11,9 +11,11 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { openWorkflowsQuery } from '../client/runWorkflows';
 import { INTERRUPTED_EXIT_CODE } from '../client/session';
+import { TemporalConfigSchema } from '../config/schema';
+import { taskQueuesFor } from '../workers/taskQueues';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';
-import { stopDevServer } from '../src/temporal/devServer';
+import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 
 interface ScriptRun {
   code: number | null;
@@ -147,12 +149,16 @@ describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench:held-out-ceiling', async () => {
     const output = await expectSuccess('heldOutCeiling', ['--seeds', '1,2'], 60_000);
     expect(output).toContain('(32 a seed, as eval plays them, 12 moves at most)');
-    expect(output).toMatch(/^seed +shortest path +down, else right +right, else down +down or right at even odds +even odds, off dead ends$/m);
+    expect(output).toMatch(
+      /^seed +shortest path +down, else right +right, else down +down or right at even odds +even odds, off dead ends +even odds, stepping back$/m,
+    );
     // Every generated map is solvable within 12 moves; the one-step policies solve some of them,
-    // and keeping off dead ends never solves fewer than the same policy walking onto them.
+    // and keeping off dead ends, or stepping back out of them, never solves fewer than the same
+    // policy walking onto them and stopping there.
     for (const row of ['1', '2', 'mean']) {
-      const [, evenOdds, lookingAhead] = output.match(new RegExp(`^${row} +100% +\\d+% +\\d+% +(\\d+)% +(\\d+)%$`, 'm')) ?? [];
+      const [, evenOdds, lookingAhead, steppingBack] = output.match(new RegExp(`^${row} +100% +\\d+% +\\d+% +(\\d+)% +(\\d+)% +(\\d+)%$`, 'm')) ?? [];
       expect(Number(lookingAhead)).toBeGreaterThanOrEqual(Number(evenOdds));
+      expect(Number(steppingBack)).toBeGreaterThanOrEqual(Number(evenOdds));
     }
 
     const refused = await runScript('heldOutCeiling', ['--config', 'config/examples/frozenlake-train.yaml'], 60_000);
@@ -283,6 +289,30 @@ describe('benchmark scripts at tiny sizes', () => {
       await stopDevServer(dataDir);
     }
   }, 240_000);
+
+  test('npm run bench:learning refuses to start while the dev server holds open workflows of another run', async () => {
+    const { dataDir, configFile } = smallTrainingConfig('learning-leftover', 'tiny.json', 2);
+    const port = await freePort();
+    const address = `127.0.0.1:${port}`;
+    try {
+      // A run left open, as one whose server stopped under it: nothing polls its task queue yet.
+      await startDevServer({ dataDir, port, namespace: 'default', log: () => undefined });
+      const connection = await Connection.connect({ address });
+      try {
+        const taskQueue = taskQueuesFor(TemporalConfigSchema.parse({}).taskQueuePrefix).workflows;
+        await new Client({ connection }).workflow.start('trainingWorkflow', { workflowId: 'leftover-run', taskQueue, args: [] });
+      } finally {
+        await connection.close();
+      }
+      const refused = await runScript('learning', ['--config', configFile], 60_000, { TEMPORAL_ADDRESS: address });
+      expect(refused.code).toBe(1);
+      expect(refused.output).toContain(`the dev server of ${dataDir} holds open workflows of leftover-run; this benchmark's workers would run them beside it`);
+      // Refused before its own run began.
+      expect(readdirSync(dataDir)).not.toContain('runs');
+    } finally {
+      await stopDevServer(dataDir);
+    }
+  });
 
   test('npm run bench:learning --minutes stops each run at its time limit and judges the steps it took', async () => {
     const { dataDir, configFile } = smallTrainingConfig('learning-minutes', 'long.json', 500, { eval: { everySteps: 1, episodes: 2 } });
