@@ -266,26 +266,33 @@ describe('gradient of the loss through the model', () => {
   });
 });
 
+/** One answer of three trained tokens after a prompt of six, for the per-target scores below. */
+const ANSWER: TrainingSample = {
+  ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
+  lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
+  behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
+  advantage: 1,
+};
+
+/** log softmax(logits / temperature) after `prefix`, by prefill: target t's distribution is the one after ids[0..t]. */
+function prefillLogSoftmax(weights: TensorWeights, prefix: number[], temperature: number): number[] {
+  const logits = Array.from(prefill(weights, prefix).logits, (x) => x / temperature);
+  const top = Math.max(...logits);
+  const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
+  return logits.map((x) => x - logZ);
+}
+
 describe('policy entropies at the trained tokens', () => {
   const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
 
   it('are the entropies of the whole next-token distributions there, at the temperature; 0 elsewhere', () => {
     const policy = toTensorWeights(initWeights(config, 7));
     const temperature = 0.8;
-    const sample: TrainingSample = {
-      ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
-      lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
-      behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
-      advantage: 1,
-    };
-    const entropies = tf.tidy(() => Array.from(lossInputs(policy, [sample], temperature, undefined, { entropy: true }).entropies!.dataSync()));
-    // Target t predicts ids[t + 1] from ids[<= t]: its distribution is the prefill's after ids[0..t].
-    const expected = sample.ids.slice(1).map((_, t) => {
-      if (sample.lossMask[t + 1] === 0) return 0;
-      const logits = Array.from(prefill(policy, sample.ids.slice(0, t + 1)).logits, (x) => x / temperature);
-      const top = Math.max(...logits);
-      const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
-      return -logits.reduce((sum, x) => sum + Math.exp(x - logZ) * (x - logZ), 0);
+    const entropies = tf.tidy(() => Array.from(lossInputs(policy, [ANSWER], temperature, undefined, { entropy: true }).entropies!.dataSync()));
+    const expected = ANSWER.ids.slice(1).map((_, t) => {
+      if (ANSWER.lossMask[t + 1] === 0) return 0;
+      const logp = prefillLogSoftmax(policy, ANSWER.ids.slice(0, t + 1), temperature);
+      return -logp.reduce((sum, lp) => sum + Math.exp(lp) * lp, 0);
     });
     expect(expected.filter((h) => h > 0)).toHaveLength(3);
     entropies.forEach((h, t) => expect(h).toBeCloseTo(expected[t], 4));
@@ -296,18 +303,8 @@ describe('policy entropies at the trained tokens', () => {
 describe('coverage of a reference at the trained tokens', () => {
   const config = modelConfig({ dModel: 8, nLayers: 1, nHeads: 2, dFF: 16, maxContext: 16 });
   const temperature = 0.8;
-  const sample: TrainingSample = {
-    ids: [257, 258, 65, 66, 261, 260, 67, 68, 261],
-    lossMask: [0, 0, 0, 0, 0, 0, 1, 1, 1],
-    behaviourLogprobs: [0, 0, 0, 0, 0, 0, -1, -1, -1],
-    advantage: 1,
-  };
-  const logSoftmax = (weights: TensorWeights, prefix: number[]) => {
-    const logits = Array.from(prefill(weights, prefix).logits, (x) => x / temperature);
-    const top = Math.max(...logits);
-    const logZ = top + Math.log(logits.reduce((sum, x) => sum + Math.exp(x - top), 0));
-    return logits.map((x) => x - logZ);
-  };
+  const sample = ANSWER;
+  const logSoftmax = (weights: TensorWeights, prefix: number[]) => prefillLogSoftmax(weights, prefix, temperature);
   /** At each target: the sum over the vocabulary of q(v) shortfall(log q(v), log p(v)), by prefill; 0 at untrained targets. */
   const expectedCoverage = (policy: TensorWeights, reference: TensorWeights, shortfall: (lq: number, lp: number) => number) =>
     sample.ids.slice(1).map((_, t) => {
