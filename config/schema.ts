@@ -418,8 +418,10 @@ export const RunConfigSchema = z
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
       });
     }
-    for (const setting of ['entropyBonus', 'coverage'] as const) {
-      if (config.model.path !== undefined && (config.trainer.loss[setting] ?? 0) !== 0) {
+    const { entropyBonus, coverage } = config.trainer.loss;
+    const embeddedOnly = { entropyBonus: entropyBonus > 0, coverage: coverage !== undefined };
+    for (const [setting, used] of Object.entries(embeddedOnly)) {
+      if (config.model.path !== undefined && used) {
         ctx.addIssue({
           code: 'custom',
           path: ['trainer', 'loss', setting],

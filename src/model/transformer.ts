@@ -178,7 +178,6 @@ function coverageOf({ refLogprobs, floor }: Coverage, logp: tf.Tensor2D): tf.Ten
   if (refLogprobs.shape[0] !== logp.shape[0] || refLogprobs.shape[1] !== logp.shape[1]) {
     throw new Error(`reference distributions are [${refLogprobs.shape.join(', ')}], expected [${logp.shape.join(', ')}]`);
   }
-  if (floor !== undefined && !(floor > 0 && floor <= 1)) throw new Error(`coverage floor must be in (0, 1], got ${floor}`);
   const q = tf.exp(refLogprobs);
   // KL: log q - log p; with a floor: max(0, log f + log q - log p)
   const shortfall = floor === undefined ? tf.sub(refLogprobs, logp) : tf.relu(tf.sub(tf.add(refLogprobs, Math.log(floor)), logp));

@@ -226,8 +226,8 @@ export class PolicyTrainer {
    * A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
    * and no gradient unless a KL penalty or the coverage term pulls toward the reference or an
    * entropy bonus away from certainty; without any of them it takes no Adam step, since Adam's
-   * momentum alone would still move the policy, on no evidence. `learningRate`: this step's (a run's schedule moves it), by
-   * default the trainer's own.
+   * momentum alone would still move the policy, on no evidence. `learningRate`: this step's (a
+   * run's schedule moves it), by default the trainer's own.
    */
   trainBatch(samples: readonly TrainingSample[], { learningRate = this.learningRate } = {}): TrainMetrics {
     this.assertUsable();
