@@ -17,9 +17,11 @@
  * down and right leads onto a dead end (a cell, not G, with down and right both a hole or the
  * edge) and the other onto ice that is not one, answered with the other; the share printed is
  * the first-token probability of the move onto the dead end, of those two (a policy that reads only
- * the cells next to it: 0.5).
+ * the cells next to it: 0.5). `--skill step-back`: turns on a dead end itself, answered with an
+ * open one of left and up; the share printed is the first-token probability, among the legal
+ * moves, of the others (into a hole, or down or right into the edge).
  *
- *   npm run build && node dist/bench/holeReading.js [--config FILE] [--skill holes|dead-ends]
+ *   npm run build && node dist/bench/holeReading.js [--config FILE] [--skill holes|dead-ends|step-back]
  *     [--steps 100] [--batch 32] [--learning-rate 3e-3] [--warmup-steps N]
  *     [--model '{"dModel":128}'] [--every 10] [--maps-per-step N] [--train-seed 1000]
  */
@@ -46,7 +48,7 @@ const PROBE_TURNS = 200;
 /** Seed of the measured turns, apart from the training turns' (`--train-seed`). */
 const PROBE_SEED = 12345;
 
-const SKILLS = ['holes', 'dead-ends'] as const;
+const SKILLS = ['holes', 'dead-ends', 'step-back'] as const;
 type Skill = (typeof SKILLS)[number];
 
 interface Options {
@@ -130,11 +132,14 @@ function randomMap(config: RunConfig, rng: Rng): FrozenLake {
 
 const DOWN_MOVE = ACTION_NAMES.indexOf('down');
 const RIGHT_MOVE = ACTION_NAMES.indexOf('right');
+const LEFT_MOVE = ACTION_NAMES.indexOf('left');
+const UP_MOVE = ACTION_NAMES.indexOf('up');
 
 /**
  * The moves a skill measures on a cell, and which of them are wrong, or undefined if the cell
  * does not test the skill. `holes`: the legal moves, those into a hole (some, not all). `dead-ends`:
- * down and right, both open, the one onto a dead end (exactly one).
+ * down and right, both open, the one onto a dead end (exactly one). `step-back`: on a dead end, the
+ * legal moves, all but the open ones of left and up (some of them open).
  */
 function skillMoves(skill: Skill, observation: FrozenLakeObservation): Pick<ProbeTurn, 'moves' | 'wrong'> | undefined {
   const { grid, row, col } = observation;
@@ -143,6 +148,12 @@ function skillMoves(skill: Skill, observation: FrozenLakeObservation): Pick<Prob
     const legal = legalMoves(observation);
     const intoHole = legal.filter((move) => !isOpen(grid, landing(move)));
     return intoHole.length === 0 || intoHole.length === legal.length ? undefined : { moves: legal, wrong: intoHole };
+  }
+  if (skill === 'step-back') {
+    if (!isDeadEnd(grid, [row, col])) return undefined;
+    const legal = legalMoves(observation);
+    const wrong = legal.filter((move) => !([LEFT_MOVE, UP_MOVE].includes(move) && isOpen(grid, landing(move))));
+    return wrong.length === legal.length ? undefined : { moves: legal, wrong };
   }
   const moves = [DOWN_MOVE, RIGHT_MOVE];
   if (!moves.every((move) => isOpen(grid, landing(move)))) return undefined;
@@ -240,11 +251,12 @@ async function main(): Promise<void> {
   console.log(
     `${options.config}: model ${JSON.stringify(model)}; warm-up ${warmupSteps} steps; then ${options.steps} supervised steps of ${options.batch} turns (${options.mapsPerStep === undefined ? 'a map each' : `from ${options.mapsPerStep} maps`}) at ${options.learningRate}, training seed ${options.trainSeed}`,
   );
-  console.log(
-    options.skill === 'holes'
-      ? `share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`
-      : `share of the first move onto a dead end, of down and right, over ${probe.length} turns where one of them leads onto one (either at even odds: ${uniform.toFixed(3)})`,
-  );
+  const measured: Record<Skill, string> = {
+    holes: `share of the first move into a visible hole, over ${probe.length} turns beside one (a uniform legal move: ${uniform.toFixed(3)})`,
+    'dead-ends': `share of the first move onto a dead end, of down and right, over ${probe.length} turns where one of them leads onto one (either at even odds: ${uniform.toFixed(3)})`,
+    'step-back': `share of the first move other than an open one of left and up, over ${probe.length} turns on a dead end (a uniform legal move: ${uniform.toFixed(3)})`,
+  };
+  console.log(measured[options.skill]);
   console.log(`step 0: ${wrongShare(trainer, probe).toFixed(3)} (${elapsed()})`);
   const trainRng = createRng(options.trainSeed);
   for (let step = 1; step <= options.steps; step++) {

@@ -189,9 +189,19 @@ describe('benchmark scripts at tiny sizes', () => {
     // Exactly one of the two measured moves is wrong on every probe turn: even odds score 0.5.
     expect(deadEnds).toMatch(/over 200 turns where one of them leads onto one \(either at even odds: 0\.500\)/);
     expect(deadEnds).toMatch(/^step 1: 0\.\d{3} \(\d+ s\)$/m);
+    const stepBack = await expectSuccess(
+      'holeReading',
+      ['--skill', 'step-back', '--steps', '1', '--batch', '4', '--warmup-steps', '1', '--model', '{"dModel":32}'],
+      60_000,
+    );
+    // On a dead end at least one legal move is wrong (down or right) and at least one is not.
+    const [, uniformStepBack] = /over 200 turns on a dead end \(a uniform legal move: (0\.\d{3})\)/.exec(stepBack) ?? [];
+    expect(Number(uniformStepBack)).toBeGreaterThan(0);
+    expect(Number(uniformStepBack)).toBeLessThan(1);
+    expect(stepBack).toMatch(/^step 1: 0\.\d{3} \(\d+ s\)$/m);
     const unknownSkill = await runScript('holeReading', ['--skill', 'walls'], 60_000);
     expect(unknownSkill.code).toBe(1);
-    expect(unknownSkill.output).toContain('--skill must be one of holes, dead-ends, got walls');
+    expect(unknownSkill.output).toContain('--skill must be one of holes, dead-ends, step-back, got walls');
   });
 
   test('npm run bench:trainer', async () => {
