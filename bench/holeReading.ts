@@ -19,7 +19,7 @@
  * the first-token probability of the move onto the dead end, of those two (a policy that reads only
  * the cells next to it: 0.5). `--skill step-back`: turns on a dead end itself, answered with an
  * open one of left and up; the share printed is the first-token probability, among the legal
- * moves, of the others (into a hole, or down or right into the edge).
+ * moves (those that stay on the map), of the others: the moves into a hole.
  *
  *   npm run build && node dist/bench/holeReading.js [--config FILE] [--skill holes|dead-ends|step-back]
  *     [--steps 100] [--batch 32] [--learning-rate 3e-3] [--warmup-steps N]
