@@ -25,36 +25,21 @@ import { beyond, isDeadEnd, isOpen, openTowardsG, type Cell, type Step } from '.
 
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
 
-/**
- * Probability that a policy reaches G within `turns` moves from S, choosing among the open ones of
- * down and right (in that order) with the probabilities `choose` gives them (neither open: it
- * fails there). With `lookAhead`, the moves onto a dead end are left out where another is not.
- */
-function successProbability(grid: readonly string[], turns: number, choose: (openMoves: Step[]) => number[], lookAhead = false): number {
-  const from = (cell: Cell, left: number): number => {
-    if (grid[cell[0]][cell[1]] === 'G') return 1;
-    if (left === 0) return 0;
-    let moves = openTowardsG(grid, cell);
-    if (moves.length === 0) return 0;
-    if (lookAhead) {
-      const offDeadEnds = moves.filter((move) => !isDeadEnd(grid, beyond(cell, move)));
-      if (offDeadEnds.length > 0) moves = offDeadEnds;
-    }
-    return choose(moves).reduce((sum, p, i) => sum + (p > 0 ? p * from(beyond(cell, moves[i]), left - 1) : 0), 0);
-  };
-  return from([0, 0], turns);
-}
-
-const evenOdds = (moves: Step[]): number[] => moves.map(() => 1 / moves.length);
-
 const [LEFT, , , UP] = MOVES;
 
 /**
- * Probability that the policy "down or right at even odds, else left or up at even odds" reaches
- * G within `turns` moves from S (the open ones of each pair; none open: it fails there). It may
- * come back to a cell, so the recursion runs on (cell, moves left), each pair computed once.
+ * Probability that a policy reaches G within `turns` moves from S, choosing among the open ones of
+ * down and right (in that order) with the probabilities `choose` gives them. Neither open: it
+ * fails there, or with `stepBack` it moves to an open one of left and up at even odds (none open:
+ * it fails). With `lookAhead`, the moves onto a dead end are left out where another is not. A
+ * policy that steps back may come back to a cell, so each (cell, moves left) is computed once.
  */
-function steppingBackSuccess(grid: readonly string[], turns: number): number {
+function successProbability(
+  grid: readonly string[],
+  turns: number,
+  choose: (openMoves: Step[]) => number[],
+  { lookAhead = false, stepBack = false } = {},
+): number {
   const memo = new Map<string, number>();
   const from = (cell: Cell, left: number): number => {
     if (grid[cell[0]][cell[1]] === 'G') return 1;
@@ -62,14 +47,26 @@ function steppingBackSuccess(grid: readonly string[], turns: number): number {
     const key = `${cell[0]},${cell[1]},${left}`;
     const known = memo.get(key);
     if (known !== undefined) return known;
-    const forward = openTowardsG(grid, cell);
-    const moves = forward.length > 0 ? forward : [LEFT, UP].filter((move) => isOpen(grid, beyond(cell, move)));
-    const p = moves.reduce((sum, move) => sum + from(beyond(cell, move), left - 1) / moves.length, 0);
+    let moves = openTowardsG(grid, cell);
+    let odds: number[];
+    if (moves.length === 0) {
+      moves = stepBack ? [LEFT, UP].filter((move) => isOpen(grid, beyond(cell, move))) : [];
+      odds = evenOdds(moves);
+    } else {
+      if (lookAhead) {
+        const offDeadEnds = moves.filter((move) => !isDeadEnd(grid, beyond(cell, move)));
+        if (offDeadEnds.length > 0) moves = offDeadEnds;
+      }
+      odds = choose(moves);
+    }
+    const p = odds.reduce((sum, q, i) => sum + (q > 0 ? q * from(beyond(cell, moves[i]), left - 1) : 0), 0);
     memo.set(key, p);
     return p;
   };
   return from([0, 0], turns);
 }
+
+const evenOdds = (moves: Step[]): number[] => moves.map(() => 1 / moves.length);
 
 const POLICIES: { name: string; solve: (grid: readonly string[], turns: number) => number }[] = [
   // S is at the top left: its fewest moves over the ice to G.
@@ -77,8 +74,8 @@ const POLICIES: { name: string; solve: (grid: readonly string[], turns: number) 
   { name: 'down, else right', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === 0))) },
   { name: 'right, else down', solve: (grid, turns) => successProbability(grid, turns, (moves) => moves.map((_, i) => Number(i === moves.length - 1))) },
   { name: 'down or right at even odds', solve: (grid, turns) => successProbability(grid, turns, evenOdds) },
-  { name: 'even odds, off dead ends', solve: (grid, turns) => successProbability(grid, turns, evenOdds, true) },
-  { name: 'even odds, stepping back', solve: steppingBackSuccess },
+  { name: 'even odds, off dead ends', solve: (grid, turns) => successProbability(grid, turns, evenOdds, { lookAhead: true }) },
+  { name: 'even odds, stepping back', solve: (grid, turns) => successProbability(grid, turns, evenOdds, { stepBack: true }) },
 ];
 
 function main(): void {
