@@ -14,7 +14,7 @@ import { runningDevServer } from '../src/temporal/devServer';
 import { trainingStatusQuery, type trainingWorkflow } from '../workflows/training';
 import { testConfig, withClient } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';
-import { LoggedWorker, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
+import { activityAttempts, LoggedWorker, pendingWork, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
 
 const CLI = path.join(PROJECT_ROOT, 'bin', 'trajflow.js');
 // Enough steps that the run is still going when the test has seen step 1 (a step takes ~1 s here).
@@ -71,7 +71,9 @@ describe('trajflow train --local under SIGTERM', () => {
       agent: { maxTurns: 3 },
       sampling: { maxTokens: 12 },
       rollout: { groupSize: 4, maxConcurrency: 8 },
-      trainer: { steps: STEPS, batchGroups: 1, maxStaleness: 1, formatWarmupSteps: 0 },
+      // A train step whose attempt is lost with the stopped trainer is retried after this (the
+      // default of 2 minutes is past the resume's budget); the test prints any retried step.
+      trainer: { steps: STEPS, batchGroups: 1, maxStaleness: 1, formatWarmupSteps: 0, heartbeatTimeoutS: 20 },
       reward: { formatWeight: 0.5 },
     });
     // --local starts a dev server unless its data directory has one running: adopt the suite's.
@@ -122,12 +124,17 @@ describe('trajflow train --local under SIGTERM', () => {
 
       resumed = await spawnLoggedWorker('all', configFile, path.join(config.dataDir, 'worker-all.log'));
       const result = await withClient((client) =>
-        within(client.workflow.getHandle<typeof trainingWorkflow>(runId).result(), 90_000, 'the run after `trajflow worker --role all` started', () =>
-          tail(resumed!.logFile),
+        within(
+          client.workflow.getHandle<typeof trainingWorkflow>(runId).result(),
+          90_000,
+          'the run after `trajflow worker --role all` started',
+          async () => `${await pendingWork(client, runId)}\nworker log:\n${tail(resumed!.logFile)}`,
         ),
       );
       expect(result.steps).toBe(STEPS);
       expect(result.version).toBe(STEPS);
+      const { trainStep } = await withClient(async (client) => activityAttempts(client.workflow.getHandle(runId)));
+      console.log(`train step attempts: ${JSON.stringify(trainStep?.attempts)}`);
     } finally {
       if (cli && isAlive(cli.pid!)) cli.kill('SIGKILL');
       await stopWorker(resumed);

@@ -19,15 +19,13 @@ import { trainingStatusQuery } from '../workflows/training';
 import { startWorkers } from '../workers/start';
 import { testConfig, withClient } from './support/harness';
 import { writeConfigFile } from './support/workerProcess';
-import { activityAttempts, killWorker, LoggedWorker, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
+import { activityAttempts, killWorker, PENDING_ACTIVITY_STARTED, LoggedWorker, spawnLoggedWorker, tail, waitFor, within } from './support/faultKit';
 
 // Steps take a few hundred ms, and a poll under a loaded suite can take longer: enough steps that
 // some kill lands inside one.
 const STEPS = 8;
 const BATCH_GROUPS = 1;
 const GROUP_SIZE = 4;
-// PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered.
-const STARTED = 2;
 
 const exists = (file: string) =>
   fs.access(file).then(
@@ -86,7 +84,7 @@ describe('trainer process SIGKILLed mid-step', () => {
               if (status && status.step >= STEPS) throw new Error(`every step from ${fromStep} on finished between two polls; no kill landed inside one`);
               if (!status || status.step < fromStep) return undefined;
               const { raw } = await handle.describe();
-              const pending = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === STARTED);
+              const pending = raw.pendingActivities?.find((a) => a.activityType?.name === 'trainStep' && a.state === PENDING_ACTIVITY_STARTED);
               return pending ? { step: status.step, attempt: pending.attempt ?? 1, activityId: pending.activityId ?? '' } : undefined;
             },
             240_000,
@@ -100,7 +98,7 @@ describe('trainer process SIGKILLed mid-step', () => {
         await new Promise((resolve) => setTimeout(resolve, 1000));
         const lost = await withClient(async (client) =>
           ((await client.workflow.getHandle(runId).describe()).raw.pendingActivities ?? []).some(
-            (a) => a.activityId === inStep.activityId && a.state === STARTED && (a.attempt ?? 1) === inStep.attempt,
+            (a) => a.activityId === inStep.activityId && a.state === PENDING_ACTIVITY_STARTED && (a.attempt ?? 1) === inStep.attempt,
           ),
         );
         const finishedBeforeKill = await exists(run.trainStepFile(inStep.step));

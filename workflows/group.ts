@@ -7,6 +7,7 @@ import { condition, getExternalWorkflowHandle, proxyActivities, setHandler, star
 import type { EnvActivities } from '../activities/environment';
 import { summarizeGroup, TrajectoryOutcome } from '../src/core/groupStats';
 import { trajectoryIdOf } from '../src/core/ids';
+import { ACTIVITY_HEARTBEAT_TIMEOUT } from '../src/core/liveness';
 import type { GroupSummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { failureReason } from './activityFailures';
@@ -18,9 +19,12 @@ import { episodeSpec, GroupInput, type TrajectoryInput } from './types';
 
 export async function groupWorkflow(input: GroupInput): Promise<GroupSummary> {
   const { groupId, groupSize } = input;
+  // The heartbeat timeout is what notices a dead env worker: without one, a record lost with its
+  // worker waits out the whole start-to-close timeout before it is retried.
   const { recordGroup } = proxyActivities<EnvActivities>({
     taskQueue: input.taskQueues.env,
     startToCloseTimeout: '1 minute',
+    heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
   });
   const controller = getExternalWorkflowHandle(input.controllerId);
 

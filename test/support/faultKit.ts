@@ -5,6 +5,8 @@
  */
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { openWorkflowsQuery } from '../../client/runWorkflows';
 import { trajectoryIdOf } from '../../src/core/ids';
 import type { TurnRecord } from '../../src/core/records';
 import { readJson } from '../../src/store/files';
@@ -41,6 +43,29 @@ export async function within<T>(promise: Promise<T>, ms: number, what: string, e
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Names of Temporal's PendingActivityState values, by number. */
+const PENDING_ACTIVITY_STATES = ['unspecified', 'scheduled', 'started', 'cancel requested', 'paused', 'pause requested'];
+/** PENDING_ACTIVITY_STATE_STARTED: a worker has taken the attempt and not yet answered. */
+export const PENDING_ACTIVITY_STARTED = PENDING_ACTIVITY_STATES.indexOf('started');
+
+/**
+ * What `runId`'s open workflows wait on, one line each with its pending activities (type, state,
+ * attempt, last failure): the evidence when a run does not finish, naming the activity it hangs on.
+ */
+export async function pendingWork(client: Client, runId: string): Promise<string> {
+  const lines: string[] = [];
+  for await (const execution of client.workflow.list({ query: openWorkflowsQuery(runId) })) {
+    const { raw } = await client.workflow.getHandle(execution.workflowId).describe();
+    const activities = (raw.pendingActivities ?? []).map((a) => {
+      const state = PENDING_ACTIVITY_STATES[a.state ?? 0] ?? `state ${a.state}`;
+      const failure = a.lastFailure?.message ? ` (last failure: ${a.lastFailure.message})` : '';
+      return `${a.activityType?.name} ${state} attempt ${a.attempt ?? 1}${failure}`;
+    });
+    lines.push(`${execution.workflowId} (${execution.type}): ${activities.join('; ') || 'no pending activity'}`);
+  }
+  return lines.length ? lines.join('\n') : `no open workflow of ${runId}`;
 }
 
 /** Polls `check` every `everyMs` until it returns a value; fails after `timeoutMs` naming `what`. */
