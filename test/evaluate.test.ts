@@ -48,5 +48,10 @@ describe('held-out evaluation', () => {
       expect(isHeldOutMap((createEnvironment(config.env, seed, 'eval') as FrozenLake).grid, 0.2)).toBe(true);
       expect(isHeldOutMap((createEnvironment(config.env, seed, 'train') as FrozenLake).grid, 0.2)).toBe(false);
     }
+    // Exploring starts are for training: every evaluation episode starts on S.
+    const exploring = parseRunConfig({ env: { name: 'frozenlake', map: 'random', exploringStarts: 1 } }).env;
+    const starts = (pool: 'eval' | 'train') => evaluationSeeds(1, 20).map((seed) => (createEnvironment(exploring, seed, pool) as FrozenLake).reset());
+    expect(starts('eval').every(({ row, col }) => row === 0 && col === 0)).toBe(true);
+    expect(starts('train').some(({ row, col }) => row !== 0 || col !== 0)).toBe(true);
   }, 60_000);
 });

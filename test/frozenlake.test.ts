@@ -199,6 +199,65 @@ describe('random maps', () => {
   });
 });
 
+describe('exploring starts', () => {
+  const random = { size: 4 as const, map: 'random' as const, exploringStarts: 1 };
+  const startOf = (options: Partial<FrozenLakeOptions>) => {
+    const { row, col } = lake(options).reset();
+    return [row, col];
+  };
+
+  it('start a share of seeds on a frozen cell G can be reached from, the same cell for every episode of a seed', () => {
+    const starts = Array.from({ length: 200 }, (_, seed) => ({
+      seed,
+      env: lake({ ...random, mapSeed: seed, seed }),
+      start: startOf({ ...random, mapSeed: seed, seed }),
+    }));
+    for (const { seed, env, start } of starts) {
+      const [row, col] = start;
+      expect(env.grid[row][col]).toMatch(/[SF]/);
+      expect(Number.isFinite(pathDistances(env.grid)[row][col])).toBe(true);
+      expect(startOf({ ...random, mapSeed: seed, seed })).toEqual(start);
+    }
+    // Spread over the map, not only on S.
+    const cells = new Set(starts.map(({ start }) => start.join(',')));
+    expect(cells.size).toBeGreaterThan(8);
+    const onS = starts.filter(({ start }) => start[0] === 0 && start[1] === 0).length;
+    expect(onS).toBeLessThan(40);
+  });
+
+  it('leave the rest of the seeds, and every seed at share 0, on S', () => {
+    const share = (exploringStarts: number) =>
+      Array.from({ length: 400 }, (_, seed) => startOf({ ...random, exploringStarts, mapSeed: seed, seed })).filter(([row, col]) => row !== 0 || col !== 0)
+        .length / 400;
+    expect(share(0)).toBe(0);
+    // A quarter of the seeds draw a cell; about 1 in 10 of those draws S itself.
+    expect(share(0.25)).toBeGreaterThan(0.15);
+    expect(share(0.25)).toBeLessThan(0.3);
+  });
+
+  it('replay the same states for the same options and actions (a session rebuilt from its answers)', () => {
+    const options = { ...random, slippery: true, mapSeed: 5, seed: 5, maxSteps: 30 };
+    const trace = (env: FrozenLake) => {
+      const states = [env.reset()];
+      for (const action of [DOWN, RIGHT, UP, LEFT, DOWN, DOWN, RIGHT, RIGHT]) {
+        const result = env.step(action);
+        states.push(result.observation);
+        if (result.done) break;
+      }
+      return states;
+    };
+    const env = lake(options);
+    const first = trace(env);
+    expect(trace(lake(options))).toEqual(first);
+    expect(trace(env)).toEqual(first);
+  });
+
+  it('reject a share outside [0, 1]', () => {
+    expect(() => lake({ exploringStarts: 1.5 })).toThrow(/exploringStarts must be a share in \[0, 1\], got 1.5/);
+    expect(() => lake({ exploringStarts: -0.1 })).toThrow(/exploringStarts/);
+  });
+});
+
 describe('slippery ice', () => {
   it('moves in the intended or a perpendicular direction, 1/3 each', () => {
     // Pressing down at S: down reaches (1,0), right reaches (0,1), left bumps the wall.

@@ -12,7 +12,7 @@
  * the workflow sandbox.
  */
 import { isHeldOut } from '../core/heldOut';
-import { createRng, type Rng } from '../core/random';
+import { createRng, hashString, type Rng } from '../core/random';
 import type { Environment, StepResult } from './environment';
 
 /** Action names, indexed by action id. */
@@ -75,6 +75,14 @@ export interface FrozenLakeOptions {
    * than its nearest frozen neighbour's, so the move into it is charged as any other step.
    */
   progressDistance?: ProgressDistance;
+  /**
+   * Share of episodes that start on a cell drawn from the map instead of on S (default 0: all on
+   * S): Monte-Carlo exploring starts. The cell is drawn from `seed`, uniformly among the frozen
+   * cells G can be reached from, so the episodes of one seed (a group) share it and compare their
+   * moves from there. Cells a policy seldom walks onto from S (a dead end it must step back out
+   * of) are then started on as often as any other, and their moves get compared.
+   */
+  exploringStarts?: number;
 }
 
 export const PROGRESS_DISTANCES = ['manhattan', 'path'] as const;
@@ -173,6 +181,22 @@ function findCell(grid: readonly string[], cell: string): [number, number] | und
   return row < 0 ? undefined : [row, grid[row].indexOf(cell)];
 }
 
+/**
+ * The start of an episode drawn for exploring starts (see `FrozenLakeOptions.exploringStarts`), or
+ * undefined for S. Its own stream of `seed`, so the slips stay those of an episode started on S.
+ */
+function exploringStart(grid: readonly string[], distances: readonly (readonly number[])[], options: FrozenLakeOptions): [number, number] | undefined {
+  const share = options.exploringStarts ?? 0;
+  if (share === 0) return undefined;
+  const rng = createRng(hashString(`exploring start ${options.seed}`));
+  if (rng() >= share) return undefined;
+  const cells: [number, number][] = [];
+  grid.forEach((line, row) => {
+    for (let col = 0; col < line.length; col++) if (line[col] !== 'H' && line[col] !== 'G' && Number.isFinite(distances[row][col])) cells.push([row, col]);
+  });
+  return cells[Math.floor(rng() * cells.length)];
+}
+
 /** Slipping turns the intended direction by 0, +90 or -90 degrees, each with probability 1/3. */
 function slip(action: number, rng: Rng): number {
   const turns = [0, 1, 3];
@@ -193,6 +217,8 @@ function validateOptions(options: FrozenLakeOptions): void {
     const value = options[key] ?? 0;
     if (!(Number.isFinite(value) && value >= 0)) throw new Error(`FrozenLake ${key} must be a finite number >= 0, got ${value}`);
   }
+  const { exploringStarts = 0 } = options;
+  if (!(exploringStarts >= 0 && exploringStarts <= 1)) throw new Error(`FrozenLake exploringStarts must be a share in [0, 1], got ${exploringStarts}`);
   const { progressDistance = 'manhattan' } = options;
   if (!PROGRESS_DISTANCES.includes(progressDistance)) {
     throw new Error(`FrozenLake progressDistance must be one of ${PROGRESS_DISTANCES.join(', ')}, got ${String(progressDistance)}`);
@@ -216,9 +242,10 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
   constructor(readonly options: FrozenLakeOptions) {
     validateOptions(options);
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
-    this.start = findCell(this.grid, 'S')!;
     this.goal = findCell(this.grid, 'G')!;
-    if (options.progressDistance === 'path') this.pathDistance = pathDistances(this.grid);
+    const distances = pathDistances(this.grid);
+    if (options.progressDistance === 'path') this.pathDistance = distances;
+    this.start = exploringStart(this.grid, distances, options) ?? findCell(this.grid, 'S')!;
   }
 
   reset(): FrozenLakeObservation {

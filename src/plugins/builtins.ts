@@ -40,6 +40,11 @@ export const FrozenLakeOptionsSchema = z.strictObject({
    * the ice, so a move onto a dead end pays for the walk back out).
    */
   progressDistance: z.enum(PROGRESS_DISTANCES).default('manhattan'),
+  /**
+   * Share of training episodes (by seed: a whole group) that start on a random frozen cell
+   * instead of S: exploring starts. Evaluation always starts on S.
+   */
+  exploringStarts: z.number().min(0).max(1).default(0),
 });
 
 export function registerBuiltins(api: PluginApi): void {
@@ -61,6 +66,7 @@ export function registerBuiltins(api: PluginApi): void {
         holePenalty: options.holePenalty,
         progressPenalty: options.progressPenalty,
         progressDistance: options.progressDistance,
+        exploringStarts: pool === 'eval' ? 0 : options.exploringStarts,
       }),
     describe: (options) => `frozenlake-${options.size}x${options.size}-${options.map}${options.slippery ? '-slippery' : ''}`,
   });
