@@ -18,6 +18,17 @@ function play(options: Partial<FrozenLakeOptions>, actions: number[]) {
   return actions.map((action) => env.step(action));
 }
 
+/** The observations of an episode reset on `env` and played with `actions` until it ends. */
+function trace(env: FrozenLake, actions: readonly number[]) {
+  const states = [env.reset()];
+  for (const action of actions) {
+    const result = env.step(action);
+    states.push(result.observation);
+    if (result.done) break;
+  }
+  return states;
+}
+
 describe('seeded randomness', () => {
   it('createRng is deterministic per seed and stays in [0, 1)', () => {
     const draw = (seed: number) => Array.from({ length: 1000 }, createRng(seed));
@@ -237,19 +248,11 @@ describe('exploring starts', () => {
 
   it('replay the same states for the same options and actions (a session rebuilt from its answers)', () => {
     const options = { ...random, slippery: true, mapSeed: 5, seed: 5, maxSteps: 30 };
-    const trace = (env: FrozenLake) => {
-      const states = [env.reset()];
-      for (const action of [DOWN, RIGHT, UP, LEFT, DOWN, DOWN, RIGHT, RIGHT]) {
-        const result = env.step(action);
-        states.push(result.observation);
-        if (result.done) break;
-      }
-      return states;
-    };
+    const actions = [DOWN, RIGHT, UP, LEFT, DOWN, DOWN, RIGHT, RIGHT];
     const env = lake(options);
-    const first = trace(env);
-    expect(trace(lake(options))).toEqual(first);
-    expect(trace(env)).toEqual(first);
+    const first = trace(env, actions);
+    expect(trace(lake(options), actions)).toEqual(first);
+    expect(trace(env, actions)).toEqual(first);
   });
 
   it('reject a share outside [0, 1]', () => {
@@ -276,20 +279,11 @@ describe('slippery ice', () => {
   it('replays the same states for the same options and actions', () => {
     const actions = Array.from({ length: 40 }, (_, i) => (i * 7) % 4);
     const options = { size: 8 as const, map: 'random' as const, mapSeed: 3, slippery: true, seed: 11, maxSteps: 40 };
-    const trace = (env: FrozenLake) => {
-      const states = [env.reset()];
-      for (const action of actions) {
-        const result = env.step(action);
-        states.push(result.observation);
-        if (result.done) break;
-      }
-      return states;
-    };
     const env = lake(options);
-    const first = trace(env);
-    expect(trace(lake(options))).toEqual(first);
-    expect(trace(env)).toEqual(first); // reset() restarts the slip stream too
-    const others = Array.from({ length: 5 }, (_, i) => trace(lake({ ...options, seed: 100 + i })));
+    const first = trace(env, actions);
+    expect(trace(lake(options), actions)).toEqual(first);
+    expect(trace(env, actions)).toEqual(first); // reset() restarts the slip stream too
+    const others = Array.from({ length: 5 }, (_, i) => trace(lake({ ...options, seed: 100 + i }), actions));
     expect(others.some((states) => JSON.stringify(states) !== JSON.stringify(first))).toBe(true);
   });
 });
