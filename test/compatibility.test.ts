@@ -6,7 +6,7 @@
 import { compatibilityOf, incompatibilities, ROLE_PARTS } from '../src/core/compatibility';
 import { runRollout } from '../client/runRollout';
 import { createLogger } from '../src/log';
-import { startWorkers } from '../workers/start';
+import { type RunningWorkers, startWorkers } from '../workers/start';
 import { eventually, testConfig, withClient } from './support/harness';
 
 describe('compatibility fingerprints', () => {
@@ -29,8 +29,9 @@ describe('a worker started with another config', () => {
     const run = testConfig('mismatch', { rollout: { groups: 1, groupSize: 2, maxConcurrency: 2 }, sampling: { maxTokens: 4 }, agent: { maxTurns: 2 } });
     const stranger = { ...run, model: { ...run.model, seed: run.model.seed + 1 } };
     const rollout = await startWorkers(run, ['workflows', 'env'], logger);
-    let inference = await startWorkers(stranger, ['inference'], logger);
+    let inference: RunningWorkers | undefined;
     try {
+      inference = await startWorkers(stranger, ['inference'], logger);
       const finished = runRollout(run, { runId: 'mismatch-run', local: false, logger });
       const refusal = await withClient((client) =>
         eventually(async () => {
@@ -52,7 +53,7 @@ describe('a worker started with another config', () => {
       expect(summary.trajectories).toBe(2);
       expect(summary.failedTrajectories).toBe(0);
     } finally {
-      await inference.shutdown();
+      await inference?.shutdown();
       await rollout.shutdown();
     }
   }, 180_000);

@@ -16,7 +16,7 @@ import { parseRunConfig } from '../src/runConfig';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';
-import { killWorker, spawnLoggedWorker } from './support/faultKit';
+import { killWorker, type LoggedWorker, spawnLoggedWorker } from './support/faultKit';
 import { writeConfigFile } from './support/workerProcess';
 
 async function warmedCheckpoint(architecture: Partial<ModelConfig>): Promise<string> {
@@ -48,8 +48,11 @@ describe('env worker SIGKILLed mid-rollout', () => {
     const store = new TrajectoryStore(config.dataDir);
 
     const local = await startWorkers(config, ['workflows', 'inference'], logger);
-    let env = await spawnLoggedWorker('env', configFile, path.join(config.dataDir, 'env-worker.log'));
+    // Started inside the try: should it fail, the in-process workers still shut down (or jest
+    // would never exit).
+    let env: LoggedWorker | undefined;
     try {
+      env = await spawnLoggedWorker('env', configFile, path.join(config.dataDir, 'env-worker.log'));
       const rollout = runRollout(config, { runId, local: false, logger });
       // Sessions are open once the first turns are stored (reset happens before turn 0).
       await eventually(async () => ((await store.listTrajectories(runId)).length >= 4 ? true : undefined), 120_000);

@@ -9,7 +9,7 @@ import { runRollout } from '../client/runRollout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { startWorkers } from '../workers/start';
 import { eventually, testConfig } from './support/harness';
-import { killWorker, spawnLoggedWorker } from './support/faultKit';
+import { killWorker, type LoggedWorker, spawnLoggedWorker } from './support/faultKit';
 import { writeConfigFile } from './support/workerProcess';
 
 async function storedTurns(runDir: string): Promise<number> {
@@ -30,8 +30,11 @@ describe('inference worker SIGKILLed mid-rollout', () => {
     const store = new TrajectoryStore(config.dataDir);
 
     const local = await startWorkers(config, ['workflows', 'env'], logger);
-    let inference = await spawnLoggedWorker('inference', configFile, path.join(config.dataDir, 'inference-worker.log'));
+    // Started inside the try: should it fail, the in-process workers still shut down (or jest
+    // would never exit).
+    let inference: LoggedWorker | undefined;
     try {
+      inference = await spawnLoggedWorker('inference', configFile, path.join(config.dataDir, 'inference-worker.log'));
       const rollout = runRollout(config, { runId, local: false, logger });
       const turnsBeforeKill = await eventually(async () => {
         const n = await storedTurns(store.runDir(runId));
