@@ -185,11 +185,12 @@ function findCell(grid: readonly string[], cell: string): [number, number] | und
  * The start of an episode drawn for exploring starts (see `FrozenLakeOptions.exploringStarts`), or
  * undefined for S. Its own stream of `seed`, so the slips stay those of an episode started on S.
  */
-function exploringStart(grid: readonly string[], distances: readonly (readonly number[])[], options: FrozenLakeOptions): [number, number] | undefined {
+function exploringStart(grid: readonly string[], options: FrozenLakeOptions): [number, number] | undefined {
   const share = options.exploringStarts ?? 0;
   if (share === 0) return undefined;
   const rng = createRng(hashString(`exploring start ${options.seed}`));
   if (rng() >= share) return undefined;
+  const distances = pathDistances(grid);
   const cells: [number, number][] = [];
   grid.forEach((line, row) => {
     for (let col = 0; col < line.length; col++) if (line[col] !== 'H' && line[col] !== 'G' && Number.isFinite(distances[row][col])) cells.push([row, col]);
@@ -243,9 +244,8 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     validateOptions(options);
     this.grid = options.map === 'classic' ? CLASSIC_MAPS[options.size] : generateMap(options.size, options.mapSeed, options.pFrozen, options.heldOut);
     this.goal = findCell(this.grid, 'G')!;
-    const distances = pathDistances(this.grid);
-    if (options.progressDistance === 'path') this.pathDistance = distances;
-    this.start = exploringStart(this.grid, distances, options) ?? findCell(this.grid, 'S')!;
+    if (options.progressDistance === 'path') this.pathDistance = pathDistances(this.grid);
+    this.start = exploringStart(this.grid, options) ?? findCell(this.grid, 'S')!;
   }
 
   reset(): FrozenLakeObservation {
