@@ -21,7 +21,8 @@ import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
 import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
-import { needsReference, withoutReference } from '../src/rl/loss';
+import { needsReference, withoutReference, type AnswerTargets } from '../src/rl/loss';
+import { encode } from '../src/core/tokenizer';
 import { evaluateOnce, type EvaluateInput, type EvaluationRecord } from './evaluation';
 import { withHeartbeat } from './heartbeat';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
@@ -117,6 +118,29 @@ function weightedTurnCredit(
     turnPenalties: summaries[i].turnPenalties,
   }));
   return turnAdvantages(episodes, trainer.advantage, turnCredit.discount).map((row) => row.map((a) => turnCredit.weight * a));
+}
+
+type AllMovesConfig = NonNullable<NonNullable<TrainerConfig['turnCredit']>['allMoves']>;
+
+/**
+ * The all-moves term of a turn (`trainer.turnCredit.allMoves`): each answer the environment priced
+ * on the turn's state, by its first token, with the target weight
+ *
+ *   w_a = weight * q(a),   q(a) = exp(-c_a / temperature) / sum_b exp(-c_b / temperature)
+ *
+ * (c_a: the penalty answer a would have been charged). Undefined where the turn has no prices or
+ * the term is off. The first token is the embedded tokenizer's (the first byte of the answer),
+ * which the config restricts this term to.
+ */
+function allMovesTargets(answerPenalties: Record<string, number> | undefined, allMoves: AllMovesConfig | undefined): AnswerTargets | undefined {
+  if (allMoves === undefined || answerPenalties === undefined) return undefined;
+  const answers = Object.keys(answerPenalties);
+  if (answers.length === 0) return undefined;
+  const cheapest = Math.min(...answers.map((answer) => answerPenalties[answer]));
+  // Shifted by the cheapest price, so the largest exponent is 0 whatever the temperature.
+  const shares = answers.map((answer) => Math.exp(-(answerPenalties[answer] - cheapest) / allMoves.temperature));
+  const total = shares.reduce((sum, share) => sum + share, 0);
+  return { tokenIds: answers.map((answer) => encode(answer)[0]), weights: shares.map((share) => (allMoves.weight * share) / total) };
 }
 
 function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {
@@ -307,7 +331,14 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
       // per-turn credit each turn's context adds its own.
       trajectorySequences.forEach((sequence, k) => {
         const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
-        batch.samples.push({ ids: sequence.ids, lossMask: sequence.lossMask, behaviourLogprobs: sequence.behaviourLogprobs, advantage });
+        const answerTargets = allMovesTargets(summaries[i].turnAnswerPenalties?.[k], trainer.turnCredit?.allMoves);
+        batch.samples.push({
+          ids: sequence.ids,
+          lossMask: sequence.lossMask,
+          behaviourLogprobs: sequence.behaviourLogprobs,
+          advantage,
+          ...(answerTargets ? { answerTargets } : {}),
+        });
         batch.turnCosts.push(summaries[i].turnPenalties?.[k] ?? 0);
         batch.tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
       });

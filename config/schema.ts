@@ -233,11 +233,27 @@ export const TurnCreditConfigSchema = z.strictObject({
    * needs none, so a penalised move is pushed down wherever it is made. 0: off.
    */
   costWeight: z.number().nonnegative().default(0),
+  /**
+   * The all-moves term (embedded trainer): on every turn whose state the environment priced
+   * (`StepResult.actionPenalties`: FrozenLake's penalties), every well-formed answer, not only the
+   * one given, gets its share of q(a) = softmax(-penalty(a) / temperature) over the turn's answers,
+   * as a target for the answer's first token (`AnswerTargets`), at `weight`. The other terms can
+   * only compare answers the policy still samples; this one keeps a move the policy has all but
+   * dropped where the prices favour it, and leaves equally priced moves at even odds. It learns
+   * from what the environment can say of a move without taking it: with `progressDistance: path`
+   * the prices rank the moves as the shortest paths over the ice do. Unset: off.
+   */
+  allMoves: z
+    .strictObject({
+      weight: z.number().gt(0),
+      temperature: z.number().gt(0).default(0.05),
+    })
+    .optional(),
 });
 
-/** Whether a train step credits turns one by one (either term of `trainer.turnCredit` on). */
+/** Whether a train step credits turns one by one (any term of `trainer.turnCredit` on). */
 export function usesTurnCredit({ turnCredit }: { turnCredit?: z.infer<typeof TurnCreditConfigSchema> }): boolean {
-  return turnCredit !== undefined && (turnCredit.weight > 0 || turnCredit.costWeight > 0);
+  return turnCredit !== undefined && (turnCredit.weight > 0 || turnCredit.costWeight > 0 || turnCredit.allMoves !== undefined);
 }
 
 /**
@@ -419,22 +435,16 @@ export const RunConfigSchema = z
       });
     }
     const { entropyBonus, coverage } = config.trainer.loss;
-    const embeddedOnly = { entropyBonus: entropyBonus > 0, coverage: coverage !== undefined };
-    for (const [setting, used] of Object.entries(embeddedOnly)) {
+    const embeddedOnly: [string[], boolean][] = [
+      [['trainer', 'loss', 'entropyBonus'], entropyBonus > 0],
+      [['trainer', 'loss', 'coverage'], coverage !== undefined],
+      [['trainer', 'turnCredit', 'allMoves'], config.trainer.turnCredit?.allMoves !== undefined],
+      [['trainer', 'maxUpdateKl'], config.trainer.maxUpdateKl !== undefined],
+    ];
+    for (const [path, used] of embeddedOnly) {
       if (config.model.path !== undefined && used) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['trainer', 'loss', setting],
-          message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
-        });
+        ctx.addIssue({ code: 'custom', path, message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none' });
       }
-    }
-    if (config.model.path !== undefined && config.trainer.maxUpdateKl !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['trainer', 'maxUpdateKl'],
-        message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none',
-      });
     }
     const { warmupSteps } = config.trainer.learningRateSchedule;
     if (warmupSteps >= config.trainer.steps) {

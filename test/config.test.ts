@@ -110,6 +110,21 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { coverage: { weight: 1, floor: 0 } } } })).toThrow(
       /trainer\.loss\.coverage\.floor/,
     );
+    // And the all-moves term, which needs one training sequence per turn like the rest of per-turn credit.
+    const allMoves = { trainer: { turnCredit: { weight: 0, allMoves: { weight: 5 } } } };
+    expect(() => parseRunConfig({ ...realModel, ...allMoves, agent: { history: 'none' } })).toThrow(
+      /trainer\.turnCredit\.allMoves: is a setting of the embedded trainer/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, ...allMoves })).toThrow(/trainer\.turnCredit: per-turn credit needs agent\.history: none/);
+    expect(parseRunConfig({ env: { name: 'frozenlake' }, ...allMoves, agent: { history: 'none' } }).trainer.turnCredit).toMatchObject({
+      allMoves: { weight: 5, temperature: 0.05 },
+    });
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 1, allMoves: { weight: 0 } } } })).toThrow(
+      /trainer\.turnCredit\.allMoves\.weight/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { turnCredit: { weight: 1, allMoves: { weight: 1, temperature: 0 } } } })).toThrow(
+      /trainer\.turnCredit\.allMoves\.temperature/,
+    );
     // Model calls run on inference workers unless a run asks for local activities.
     expect(parseRunConfig({ env: { name: 'frozenlake' } }).inference.calls).toBe('inference-worker');
     expect(parseRunConfig({ env: { name: 'frozenlake' }, inference: { calls: 'local' } }).inference.calls).toBe('local');

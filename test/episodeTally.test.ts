@@ -53,5 +53,17 @@ describe('EpisodeTally', () => {
 
   it('leaves the summary without penalties when no turn paid one', () => {
     expect(play(0.2, [safeMove, safeMove]).turnPenalties).toBeUndefined();
+    expect(play(0.2, [safeMove, safeMove]).turnAnswerPenalties).toBeUndefined();
+  });
+
+  it('keeps what every answer would have cost on each turn the environment priced, {} on the others', () => {
+    const prices = { left: 0.1, down: 0, right: 0, up: 0.1 };
+    const priced: TurnOutcome = { ...safeMove, answerPenalties: prices };
+    expect(play(0.2, [priced, unreadable, safeMove, { ...intoHole, answerPenalties: { ...prices, down: 1.1 } }]).turnAnswerPenalties).toEqual([
+      prices,
+      {},
+      {},
+      { ...prices, down: 1.1 },
+    ]);
   });
 });

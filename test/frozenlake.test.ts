@@ -1,4 +1,6 @@
 import { formatExample, FROZENLAKE_SYSTEM_PROMPT, invalidActionMessage, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
+import { AgentConfigSchema, EnvConfigSchema } from '../config/schema';
+import { Episode } from '../src/agents/episode';
 import { createRng, hashString } from '../src/core/random';
 import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable, pathDistances } from '../src/envs/frozenlake';
 
@@ -109,6 +111,28 @@ describe('FrozenLake rules', () => {
     const moves = [RIGHT, RIGHT, RIGHT, LEFT];
     expect(play({ progressPenalty: 0.1, progressDistance: 'path' }, moves).map((s) => s.penalty)).toEqual([undefined, undefined, 0.2, undefined]);
     expect(play({ progressPenalty: 0.1 }, moves).map((s) => s.penalty)).toEqual([undefined, undefined, undefined, 0.2]);
+  });
+
+  it('prices every action from the state a step was taken in, the taken one at its own penalty', () => {
+    const options: Partial<FrozenLakeOptions> = { holePenalty: 1, progressPenalty: 0.1, progressDistance: 'path' };
+    const steps = play(options, [RIGHT, RIGHT, RIGHT, LEFT]);
+    // From S (6 moves from G): left and up into the edge 0.1, down and right one closer.
+    expect(steps[0].actionPenalties).toEqual([0.1, 0, 0, 0.1]);
+    // From the dead end (0,3): back left is its way to G, down the hole, right and up the edge.
+    expect(steps[3].actionPenalties).toEqual([0, 1, 0.1, 0.1]);
+    steps.forEach((step, i) => expect(step.actionPenalties![[RIGHT, RIGHT, RIGHT, LEFT][i]]).toBe(step.penalty ?? 0));
+    // The Manhattan distance counts the step back from the dead end as one away from G.
+    expect(play({ ...options, progressDistance: 'manhattan' }, [RIGHT, RIGHT, RIGHT, LEFT])[3].actionPenalties).toEqual([0.2, 1, 0.1, 0.1]);
+    // Slippery: the mean over the intended move and its two perpendicular slips. The player is put
+    // on (0,3) by hand, since where slipping walks it depends on the seed.
+    const slippery = lake({ ...options, slippery: true });
+    slippery.reset();
+    Object.assign(slippery, { row: 0, col: 3 });
+    const priced = slippery.step(UP).actionPenalties!;
+    expect(priced[DOWN]).toBeCloseTo((1 + 0.1 + 0) / 3); // the hole, right into the edge, left back
+    expect(priced[LEFT]).toBeCloseTo((0 + 1 + 0.1) / 3); // back, down into the hole, up into the edge
+    // Nothing charged, nothing priced.
+    expect(play({}, [RIGHT])[0].actionPenalties).toBeUndefined();
   });
 
   it('pathDistances counts the fewest moves over the ice to G, a hole one more than its nearest frozen neighbour', () => {
@@ -353,6 +377,16 @@ describe('FrozenLake agent', () => {
     }
     expect(formatExample(DOWN)).toBe('down');
     expect(() => formatExample(4)).toThrow(/invalid action/);
+  });
+
+  it('an episode keys the prices of the actions by the answer that takes each, on the turns that step', async () => {
+    const env = EnvConfigSchema.parse({ name: 'frozenlake', map: 'classic', holePenalty: 1, progressPenalty: 0.1, progressDistance: 'path' });
+    const agent = AgentConfigSchema.parse({ name: 'frozenlake', history: 'none' });
+    const { episode } = await Episode.open({ env, agent, seed: 0 });
+    expect(await episode.respond('right')).toMatchObject({ kind: 'stepped', answerPenalties: { left: 0.1, down: 0, right: 0, up: 0.1 } });
+    expect(await episode.respond('dance')).not.toHaveProperty('answerPenalties');
+    expect(await episode.respond('down')).toMatchObject({ done: true, penalty: 1, answerPenalties: { left: 0.2, down: 1, right: 0, up: 0.1 } });
+    await episode.close();
   });
 
   it('explains an unparsable answer with the expected format', () => {

@@ -70,6 +70,14 @@ describe('plugin environments and bad input on the dev server', () => {
       1,
     ],
     [
+      'a step prices an action below 0',
+      { fault: 'price' },
+      {},
+      'failed',
+      /environment "faulty": step 0 failed: actionPenalties\[1\] must be a finite number >= 0, got -1/,
+      1,
+    ],
+    [
       'a turn outlives env.turnTimeoutS',
       { fault: 'slow-step', slowStepMs: 4000, turnTimeoutS: 1 },
       {},

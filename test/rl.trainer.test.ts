@@ -9,7 +9,7 @@ import { generateMap } from '../src/envs/frozenlake';
 import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
 import { initWeights, loadCheckpoint, loadTrainerCheckpoint, saveTrainerCheckpoint, type ModelWeights } from '../src/model/weights';
-import { disposeTensorWeights, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
+import { disposeTensorWeights, sequenceLogprobs, targetDistributions, toTensorWeights } from '../src/model/transformer';
 import { lossInputs, policyLoss, trainedTargets, type LossConfig } from '../src/rl/loss';
 import { clipByGlobalNorm, NOTHING_TRAINED, PolicyTrainer, type TrainMetrics, type TrainingSample } from '../src/rl/trainer';
 import { LossConfigSchema } from '../config/schema';
@@ -239,6 +239,63 @@ describe('PolicyTrainer', () => {
     expect(() => trainer.trainBatch([good, good, { ...good, lossMask: good.lossMask.map(() => 0) }])).toThrow(/^sample 2: lossMask has no 1/);
     expect(() => trainer.trainBatch([])).toThrow(/empty batch/);
     trainer.dispose();
+  });
+
+  describe('all-moves term (answerTargets)', () => {
+    // The four FrozenLake answers by their first byte, with target weights (a distribution, times 2).
+    const answers = { tokenIds: [...'ldru'].map((c) => c.charCodeAt(0)), weights: [0.2, 0, 0.4, 1.4] };
+    /** log p of each answer's first token where each sample's answer starts, under `weights`. */
+    const answerLogprobs = (weights: ModelWeights, samples: readonly TrainingSample[]) =>
+      samples.map(({ ids, lossMask }) => {
+        const tensors = toTensorWeights(weights);
+        try {
+          const logp = targetDistributions(tensors, ids, [trainedTargets(lossMask)[0]], TEMPERATURE);
+          return answers.tokenIds.map((token) => logp[token]);
+        } finally {
+          disposeTensorWeights(tensors);
+        }
+      });
+
+    it('adds -sum_a w_a log p(a) at the answer start to the loss, beside the sampled tokens', () => {
+      const weights = initWeights(config, 1);
+      const samples = batch.slice(0, 3);
+      const lossConfig = { ...DEFAULT_LOSS_CONFIG, temperature: TEMPERATURE };
+      const lossOf = (scored: readonly TrainingSample[]) =>
+        tf.tidy(() => policyLoss(lossInputs(toTensorWeights(weights), scored, TEMPERATURE), lossConfig).loss.dataSync()[0]);
+      const tokens = samples.reduce((n, s) => n + s.lossMask.filter((m) => m === 1).length, 0);
+      const term = answerLogprobs(weights, samples).reduce((sum, logps) => sum - logps.reduce((t, lp, a) => t + answers.weights[a] * lp, 0), 0);
+      // token-mean: the term is paid on one token per sample, within the same mean over trained tokens.
+      expect(lossOf(samples.map((s) => ({ ...s, answerTargets: answers })))).toBeCloseTo(lossOf(samples) + term / tokens, 5);
+    });
+
+    it('moves each answer towards its target share, however the sampled answer began', async () => {
+      const samples = batch.slice(0, 4).map((s) => ({ ...s, advantage: 0, answerTargets: answers }));
+      const trainer = await create();
+      const before = answerLogprobs(trainer.snapshot(), samples);
+      for (let i = 0; i < 5; i++) trainer.trainBatch(samples);
+      const after = answerLogprobs(trainer.snapshot(), samples);
+      trainer.dispose();
+      // An untrained policy gives each of 264 tokens about 1/264: the answers with a share rise, the one without falls.
+      samples.forEach((_, b) => {
+        answers.weights.forEach((weight, a) => {
+          if (weight > 0) expect(after[b][a]).toBeGreaterThan(before[b][a]);
+          else expect(after[b][a]).toBeLessThan(before[b][a]);
+        });
+        expect(after[b][3]).toBeGreaterThan(after[b][2]);
+      });
+    });
+
+    it('trains a batch whose every advantage is 0 when it scores answers, and refuses answers that share a first token', async () => {
+      const trainer = await create();
+      const zero = batch.slice(0, 2).map((s) => ({ ...s, advantage: 0 }));
+      expect(trainer.trainBatch(zero)).toBe(NOTHING_TRAINED);
+      expect(trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: answers }))).gradNorm).toBeGreaterThan(0);
+      const twins = { tokenIds: [100, 100], weights: [1, 0] };
+      expect(() => trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: twins })))).toThrow(
+        /sample 0: answerTargets.tokenIds \[100, 100\] repeat a token/,
+      );
+      trainer.dispose();
+    });
   });
 
   describe('trust region (maxUpdateKl)', () => {

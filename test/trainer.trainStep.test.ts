@@ -49,9 +49,15 @@ function turn(trajectoryId: string, n: number, completionLength: number, freshCo
   };
 }
 
-function summary(groupId: string, trajectoryId: string, reward: number, time: TrajectoryTime, turnPenalties?: number[]): TrajectorySummary {
+function summary(
+  groupId: string,
+  trajectoryId: string,
+  reward: number,
+  time: TrajectoryTime,
+  priced: Pick<TrajectorySummary, 'turnPenalties' | 'turnAnswerPenalties'> = {},
+): TrajectorySummary {
   return {
-    ...(turnPenalties ? { turnPenalties } : {}),
+    ...priced,
     runId: RUN,
     groupId,
     trajectoryId,
@@ -77,6 +83,8 @@ interface GroupShape {
   freshContexts?: boolean;
   /** Each trajectory's penalty by turn. */
   turnPenalties?: [number[], number[]];
+  /** What every answer would have cost, the same on each turn of both trajectories. */
+  answerPenalties?: Record<string, number>;
 }
 
 /** A group of two two-turn trajectories, stored turn by turn. */
@@ -85,12 +93,17 @@ async function storeGroup(
   groupId: string,
   completionLength: number,
   time: TrajectoryTime,
-  { rewards = [1, 0], freshContexts = false, turnPenalties }: GroupShape = {},
+  { rewards = [1, 0], freshContexts = false, turnPenalties, answerPenalties }: GroupShape = {},
 ): Promise<GroupSummary> {
   const trajectoryIds = [`${groupId}.t0`, `${groupId}.t1`];
   for (const [i, trajectoryId] of trajectoryIds.entries()) {
     for (let n = 0; n < 2; n++) await store.putTurnOnce(RUN, turn(trajectoryId, n, completionLength, freshContexts));
-    await store.putTrajectory(summary(groupId, trajectoryId, rewards[i], time, turnPenalties?.[i]));
+    await store.putTrajectory(
+      summary(groupId, trajectoryId, rewards[i], time, {
+        ...(turnPenalties ? { turnPenalties: turnPenalties[i] } : {}),
+        ...(answerPenalties ? { turnAnswerPenalties: [answerPenalties, answerPenalties] } : {}),
+      }),
+    );
   }
   const solved = rewards.map((r) => r > 0);
   const rewardMean = (rewards[0] + rewards[1]) / 2;
@@ -237,5 +250,23 @@ describe('per-turn costs (trainer.turnCredit.costWeight)', () => {
     const { metrics } = await trainStep([await storeGroup(store, 'g-costly', 3, HEALTHY_TIME, shape)]);
     // Every advantage 0: the trainer does not even run the batch.
     expect(metrics).toMatchObject({ sequences: 0, tokens: 0, gradNorm: 0 });
+  });
+});
+
+describe('every answer of a turn (trainer.turnCredit.allMoves)', () => {
+  // Both trajectories solved and no turn charged: only the prices of the answers not given differ.
+  const priced = (answerPenalties: Record<string, number>): GroupShape => ({ rewards: [1, 1], freshContexts: true, answerPenalties });
+  const prices = { left: 0.1, down: 0, right: 0, up: 0.1 };
+
+  it('trains on the prices of the answers where nothing else in the group differs', async () => {
+    const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1, allMoves: { weight: 5 } } });
+    const { metrics } = await trainStep([await storeGroup(store, 'g-priced', 3, HEALTHY_TIME, priced(prices))]);
+    expect(metrics.sequences).toBe(4);
+    expect(metrics.gradNorm).toBeGreaterThan(0);
+  });
+
+  it('moves nothing without the term', async () => {
+    const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1 } });
+    expect((await trainStep([await storeGroup(store, 'g-priced', 3, HEALTHY_TIME, priced(prices))])).metrics).toMatchObject({ sequences: 0, gradNorm: 0 });
   });
 });

@@ -49,6 +49,12 @@ export abstract class ConversationalAgent<Obs = unknown, Act = unknown> {
    */
   formatExample?(observation: Obs, rng: Rng): string;
 
+  /**
+   * The well-formed answer that takes `action`, for an environment that prices every action of a
+   * turn (`StepResult.actionPenalties`): per-turn credit can then score the answers not given too.
+   */
+  answerFor?(action: Act): string;
+
   /** The first turn: system prompt and the first observation. */
   begin(observation: Obs): NextTurn {
     this.system = this.systemPrompt(observation);

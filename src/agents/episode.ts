@@ -30,7 +30,16 @@ export class EpisodeError extends Error {
 /** What came of one model answer. */
 export type TurnOutcome =
   | { kind: 'invalid'; error: string; next: NextTurn }
-  | { kind: 'stepped'; reward: number; done: boolean; info: Record<string, unknown>; penalty?: number; next?: NextTurn };
+  | {
+      kind: 'stepped';
+      reward: number;
+      done: boolean;
+      info: Record<string, unknown>;
+      penalty?: number;
+      /** What each well-formed answer would have been charged on this turn's state, by its text (`answerPenalties`). */
+      answerPenalties?: Record<string, number>;
+      next?: NextTurn;
+    };
 
 export interface EpisodeSetup {
   env: EnvConfig;
@@ -86,12 +95,39 @@ export class Episode {
     const { penalty = 0 } = result;
     if (!(Number.isFinite(penalty) && penalty >= 0)) throw new EpisodeError('environment', `${where}: penalty must be a finite number >= 0, got ${penalty}`);
     if (!Number.isFinite(result.reward)) throw new EpisodeError('environment', `${where}: reward must be a finite number, got ${result.reward}`);
+    const answers = this.answerPenalties(result.actionPenalties, where);
     this.steps++;
     this.observation = result.observation;
-    const stepped = { kind: 'stepped' as const, reward: result.reward, info: result.info, ...(penalty > 0 ? { penalty } : {}) };
+    const stepped = {
+      kind: 'stepped' as const,
+      reward: result.reward,
+      info: result.info,
+      ...(penalty > 0 ? { penalty } : {}),
+      ...(answers ? { answerPenalties: answers } : {}),
+    };
     if (result.done) return { ...stepped, done: true };
     const next = guard('agent', 'agent failed to read the observation', () => this.shown(this.agent.afterStep(result.observation)));
     return { ...stepped, done: false, next };
+  }
+
+  /**
+   * The environment's price of each action, keyed by the answer that takes it; undefined where the
+   * environment prices none or the agent cannot write the answers.
+   */
+  private answerPenalties(actionPenalties: readonly number[] | undefined, where: string): Record<string, number> | undefined {
+    if (actionPenalties === undefined) return undefined;
+    if (!Array.isArray(actionPenalties))
+      throw new EpisodeError('environment', `${where}: actionPenalties must be an array of numbers, got ${typeof actionPenalties}`);
+    const bad = actionPenalties.findIndex((p) => !(Number.isFinite(p) && p >= 0));
+    if (bad >= 0) throw new EpisodeError('environment', `${where}: actionPenalties[${bad}] must be a finite number >= 0, got ${actionPenalties[bad]}`);
+    if (!this.agent.answerFor) return undefined;
+    const answers: Record<string, number> = {};
+    actionPenalties.forEach((penalty, action) => {
+      const answer = guard('agent', `agent failed to write the answer for action ${action}`, () => this.agent.answerFor!(action));
+      if (Object.hasOwn(answers, answer)) throw new EpisodeError('agent', `agent wrote the same answer ${JSON.stringify(answer)} for two actions`);
+      answers[answer] = penalty;
+    });
+    return answers;
   }
 
   /** What the agent shows the model next, checked and held to `agent.maxTurnTextBytes`. */

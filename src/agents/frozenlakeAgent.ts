@@ -112,4 +112,8 @@ export class FrozenLakeAgent extends ConversationalAgent<FrozenLakeObservation, 
     const legal = legalMoves(observation);
     return formatExample(legal[Math.floor(rng() * legal.length)]);
   }
+
+  answerFor(action: number): string {
+    return formatExample(action);
+  }
 }

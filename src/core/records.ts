@@ -61,6 +61,13 @@ export interface TrajectorySummary {
    * (`trainer.turnCredit`) reads it.
    */
   turnPenalties?: number[];
+  /**
+   * What each well-formed answer would have been charged on each turn's state, by the answer's
+   * text (`StepResult.actionPenalties`), one entry per turn, `{}` where the turn did not step the
+   * environment; absent when the environment prices no actions. Only
+   * `trainer.turnCredit.allMoves` reads it.
+   */
+  turnAnswerPenalties?: Record<string, number>[];
   turns: number;
   envSteps: number;
   invalidActions: number;

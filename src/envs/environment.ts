@@ -27,6 +27,13 @@ export interface StepResult<Obs> {
    * (`trainer.stepAdvantage`) charges it to the turn that took the action, and to no other.
    */
   penalty?: number;
+  /**
+   * For a discrete action space (actions 0..n-1): what each action would have been charged
+   * (`penalty`, its expectation where the outcome is random) from the state this step was taken
+   * in, the action taken included. Only an environment that can price an action without taking it
+   * reports it; `trainer.turnCredit.allMoves` trains every answer of the turn on it.
+   */
+  actionPenalties?: number[];
 }
 
 export interface Environment<Obs = unknown, Act = unknown> {

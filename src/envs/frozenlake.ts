@@ -262,32 +262,55 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     }
     if (!this.running) throw new Error('FrozenLake: no episode running; call reset() first');
 
-    const [dr, dc] = MOVES[this.options.slippery ? slip(action, this.rng) : action];
-    const distanceBefore = this.distanceToGoal();
-    const row = this.row + dr;
-    const col = this.col + dc;
-    const { size } = this.options;
-    if (row >= 0 && row < size && col >= 0 && col < size) [this.row, this.col] = [row, col];
+    const actionPenalties = this.charges() ? MOVES.map((_, intended) => this.expectedPenalty(intended)) : undefined;
+    const [row, col] = this.moved(this.options.slippery ? slip(action, this.rng) : action);
+    const penalty = this.penaltyOfMove(row, col);
+    [this.row, this.col] = [row, col];
     this.steps++;
 
     // Reaching G or H on the last allowed step counts as that outcome, not as a truncation.
     const cell = this.grid[this.row][this.col];
     const outcome: FrozenLakeOutcome = cell === 'G' ? 'goal' : cell === 'H' ? 'hole' : this.steps >= this.options.maxSteps ? 'truncated' : 'running';
     this.running = outcome === 'running';
-    const { holePenalty = 0, progressPenalty = 0 } = this.options;
-    const penalty = (outcome === 'hole' ? holePenalty : 0) + progressPenalty * (1 - (distanceBefore - this.distanceToGoal()));
     return {
       observation: this.observe(),
       reward: outcome === 'goal' ? 1 : 0,
       done: !this.running,
       info: { position: { row: this.row, col: this.col }, outcome, truncated: outcome === 'truncated' },
       ...(penalty > 0 ? { penalty } : {}),
+      ...(actionPenalties ? { actionPenalties } : {}),
     };
   }
 
-  private distanceToGoal(): number {
-    if (this.pathDistance) return this.pathDistance[this.row][this.col];
-    return Math.abs(this.goal[0] - this.row) + Math.abs(this.goal[1] - this.col);
+  /** Whether any move is charged at all (a penalty is set). */
+  private charges(): boolean {
+    return (this.options.holePenalty ?? 0) > 0 || (this.options.progressPenalty ?? 0) > 0;
+  }
+
+  /** Where a move in `direction` from the current cell lands: the same cell at the edge. */
+  private moved(direction: number): [number, number] {
+    const [dr, dc] = MOVES[direction];
+    const [row, col] = [this.row + dr, this.col + dc];
+    const { size } = this.options;
+    return row >= 0 && row < size && col >= 0 && col < size ? [row, col] : [this.row, this.col];
+  }
+
+  /** The penalty of moving from the current cell to (row, col): the hole's, and the distance to G not gained. */
+  private penaltyOfMove(row: number, col: number): number {
+    const { holePenalty = 0, progressPenalty = 0 } = this.options;
+    const gained = this.distanceToGoal(this.row, this.col) - this.distanceToGoal(row, col);
+    return (this.grid[row][col] === 'H' ? holePenalty : 0) + progressPenalty * (1 - gained);
+  }
+
+  /** What `intended` is charged from the current cell, over the slips it may take (`slip`: each of three ways alike). */
+  private expectedPenalty(intended: number): number {
+    const directions = this.options.slippery ? [intended, (intended + 1) % 4, (intended + 3) % 4] : [intended];
+    return directions.reduce((sum, direction) => sum + this.penaltyOfMove(...this.moved(direction)), 0) / directions.length;
+  }
+
+  private distanceToGoal(row: number, col: number): number {
+    if (this.pathDistance) return this.pathDistance[row][col];
+    return Math.abs(this.goal[0] - row) + Math.abs(this.goal[1] - col);
   }
 
   /** Nothing to release: the environment holds no resources. */

@@ -116,6 +116,8 @@ export interface ScoreExtras {
   entropy?: boolean;
   /** A reference's distributions at every target: then the coverage of each (`Coverage`). */
   coverage?: Coverage;
+  /** [K x vocabSize] weights W, the sequences' targets in order: then sum_v W(v) log p(v) at each target. */
+  answerWeights?: tf.Tensor2D;
 }
 
 /**
@@ -142,8 +144,8 @@ export function packedTargetScores(
   weights: TensorWeights,
   sequences: readonly ScoredSequence[],
   temperature: number,
-  { entropy = false, coverage }: ScoreExtras = {},
-): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D } {
+  { entropy = false, coverage, answerWeights }: ScoreExtras = {},
+): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D; answerScores?: tf.Tensor2D } {
   if (sequences.length === 0) throw new Error('packedTargetScores needs at least one sequence');
   for (const { ids, positions } of sequences) {
     assertScorable(weights.config, ids, temperature);
@@ -167,9 +169,15 @@ export function packedTargetScores(
   );
   const K = S.shape[0];
   const atTargets = (values: tf.Tensor) => tf.reshape(tf.matMul(tf.reshape(values, [1, K]), S), [sequences.length, width]) as tf.Tensor2D;
-  const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D } = { logprobs: atTargets(picked) };
+  const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D; answerScores?: tf.Tensor2D } = { logprobs: atTargets(picked) };
   if (entropy) scores.entropies = atTargets(tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1))); // [K]
   if (coverage) scores.coverage = atTargets(coverageOf(coverage, logp));
+  if (answerWeights) {
+    if (answerWeights.shape[0] !== K || answerWeights.shape[1] !== logp.shape[1]) {
+      throw new Error(`answer weights are [${answerWeights.shape.join(', ')}], expected [${K}, ${logp.shape[1]}]`);
+    }
+    scores.answerScores = atTargets(tf.sum(tf.mul(answerWeights, logp), 1));
+  }
   return scores;
 }
 

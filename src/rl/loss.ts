@@ -101,6 +101,22 @@ export interface TrainingSample extends MaskedSequence {
   behaviourLogprobs: number[];
   /** Shared by every token of the sequence. */
   advantage: number;
+  /** The all-moves term's targets at the sample's first trained token (`AnswerTargets`). */
+  answerTargets?: AnswerTargets;
+}
+
+/**
+ * Every well-formed answer of a turn, by its first token, with a weight: the loss adds
+ *   -sum_a w_a log pi(first token of answer a | context)
+ * at the turn's first trained token (where the answer starts). With w = c q, q a distribution
+ * over the answers, that is c times the cross-entropy of the policy's next token against q, whose
+ * gradient on the logit of token v is c (pi(v) - q(v)): every answer is pulled to its share of q,
+ * the ones the policy no longer samples as much as the others, and the pull stops once it is
+ * there.
+ */
+export interface AnswerTargets {
+  tokenIds: number[];
+  weights: number[];
 }
 
 /** Why `sequence` cannot be trained on by a model of `config`, or undefined. */
@@ -128,6 +144,19 @@ function sampleProblem(sample: TrainingSample, config: ModelConfig): string | un
   const badLogprob = behaviourLogprobs.findIndex((lp, i) => lossMask[i] === 1 && !(Number.isFinite(lp) && lp <= 0));
   if (badLogprob >= 0) return `behaviourLogprobs[${badLogprob}] = ${behaviourLogprobs[badLogprob]}, expected a finite logprob <= 0`;
   if (!Number.isFinite(advantage)) return `advantage is ${advantage}, expected a finite number`;
+  return sample.answerTargets && answerTargetsProblem(sample.answerTargets, config);
+}
+
+function answerTargetsProblem({ tokenIds, weights }: AnswerTargets, config: ModelConfig): string | undefined {
+  if (!Array.isArray(tokenIds) || !Array.isArray(weights) || tokenIds.length !== weights.length || tokenIds.length === 0) {
+    return `answerTargets needs as many weights as token ids (at least one), got ${tokenIds?.length} and ${weights?.length}`;
+  }
+  const badId = tokenIds.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= config.vocabSize);
+  if (badId >= 0) return `answerTargets.tokenIds[${badId}] = ${tokenIds[badId]} is not a token id (0..${config.vocabSize - 1})`;
+  if (new Set(tokenIds).size !== tokenIds.length)
+    return `answerTargets.tokenIds [${tokenIds.join(', ')}] repeat a token: the answers are not told apart by their first token`;
+  const bad = weights.findIndex((w) => !(Number.isFinite(w) && w >= 0));
+  if (bad >= 0) return `answerTargets.weights[${bad}] is ${weights[bad]}, expected a finite number >= 0`;
   return undefined;
 }
 
@@ -159,6 +188,8 @@ export interface MaskedLogprobs {
   mask: tf.Tensor2D;
   entropies?: tf.Tensor2D;
   coverage?: tf.Tensor2D;
+  /** sum_a w_a log pi(a) at each sequence's first trained target, 0 elsewhere (`AnswerTargets`). */
+  answerScores?: tf.Tensor2D;
 }
 
 /** What `maskedLogprobs` and `lossInputs` compute besides the logprobs. */
@@ -170,6 +201,8 @@ export interface MaskedExtras {
    * ([targets x vocabSize], `targetDistributions`), and the floor: then the coverage there.
    */
   coverage?: { refDistributions: readonly Float32Array[]; floor?: number };
+  /** Per sequence, the answers to score at its first trained target (undefined: none). */
+  answers?: readonly (AnswerTargets | undefined)[];
 }
 
 export interface LossInputs extends MaskedLogprobs {
@@ -191,17 +224,18 @@ export function maskedLogprobs(
   policy: TensorWeights,
   sequences: readonly MaskedSequence[],
   temperature: number,
-  { entropy = false, coverage }: MaskedExtras = {},
+  { entropy = false, coverage, answers }: MaskedExtras = {},
 ): MaskedLogprobs {
   assertMaskedSequences(sequences, policy.config);
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
   const refLogprobs = coverage && partDistributions(sequences, parts, coverage.refDistributions, policy.config.vocabSize);
+  const answerWeights = answers?.some((a) => a !== undefined) ? partAnswerWeights(sequences, parts, answers, policy.config.vocabSize) : undefined;
   const scores = packedTargetScores(
     policy,
     parts.map(([{ ids, lossMask }]) => ({ ids, positions: trainedTargets(lossMask) })),
     temperature,
-    { entropy, ...(refLogprobs ? { coverage: { refLogprobs, floor: coverage!.floor } } : {}) },
+    { entropy, ...(refLogprobs ? { coverage: { refLogprobs, floor: coverage!.floor } } : {}), ...(answerWeights ? { answerWeights } : {}) },
   );
   // Each sequence's row of its part, by a one-hot product (wasm has no gradient kernel for gather);
   // nothing to pick when every sequence is its own part (parts keep the order of first appearance).
@@ -224,7 +258,33 @@ export function maskedLogprobs(
     ),
     ...(scores.entropies ? { entropies: rows(scores.entropies) } : {}),
     ...(scores.coverage ? { coverage: rows(scores.coverage) } : {}),
+    ...(scores.answerScores ? { answerScores: rows(scores.answerScores) } : {}),
   };
+}
+
+/**
+ * [K, V] weights for `packedTargetScores`: at each part's first trained target, the weight of
+ * each answer's first token (the part's first sequence's: the samples of a part share their
+ * context, so their turn's state and its prices); 0 at every other target.
+ */
+function partAnswerWeights(
+  sequences: readonly MaskedSequence[],
+  parts: readonly MaskedSequence[][],
+  answers: readonly (AnswerTargets | undefined)[],
+  vocabSize: number,
+): tf.Tensor2D {
+  const index = new Map(sequences.map((sequence, i) => [sequence, i]));
+  const targets = parts.map(([first]) => trainedTargets(first.lossMask).length);
+  const weights = new Float32Array(targets.reduce((sum, n) => sum + n, 0) * vocabSize);
+  let row = 0;
+  parts.forEach(([first], p) => {
+    const answer = answers[index.get(first)!];
+    answer?.tokenIds.forEach((token, a) => {
+      weights[row * vocabSize + token] = answer.weights[a];
+    });
+    row += targets[p];
+  });
+  return tf.tensor2d(weights, [weights.length / vocabSize, vocabSize]);
 }
 
 /** The reference distributions of each part's first sequence, one part after another, as [K, V]. */
@@ -286,13 +346,15 @@ export function lossInputs(
   extras: MaskedExtras = {},
 ): LossInputs {
   assertTrainingSamples(samples, policy.config);
-  const { logprobs, mask, entropies, coverage } = maskedLogprobs(policy, samples, temperature, extras);
+  const answers = samples.some((sample) => sample.answerTargets) ? samples.map((sample) => sample.answerTargets) : undefined;
+  const { logprobs, mask, entropies, coverage, answerScores } = maskedLogprobs(policy, samples, temperature, { ...extras, ...(answers ? { answers } : {}) });
   const width = logprobs.shape[1];
   const inputs: LossInputs = {
     logprobs,
     mask,
     ...(entropies ? { entropies } : {}),
     ...(coverage ? { coverage } : {}),
+    ...(answerScores ? { answerScores } : {}),
     behaviourLogprobs: paddedTargets(
       samples.map(({ behaviourLogprobs }) => behaviourLogprobs),
       width,
@@ -392,6 +454,10 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
     perToken = tf.add(perToken, tf.mul(paid, coverage.weight));
     coverageMean = maskedMean(paid, coverage.tokens === 'all' ? mask : answerStarts(mask));
   }
+
+  // All-moves term: l -= sum_a w_a log pi(a) where each answer starts (`AnswerTargets`); the
+  // scores are 0 at every other token.
+  if (inputs.answerScores) perToken = tf.sub(perToken, inputs.answerScores);
 
   const loss = aggregate(perToken, mask, aggregation);
 

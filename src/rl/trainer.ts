@@ -233,7 +233,7 @@ export class PolicyTrainer {
     this.assertUsable();
     assertTrainingSamples(samples, this.config);
     positive('learningRate', learningRate);
-    if (!hasRegulariser(this.lossConfig) && samples.every(({ advantage }) => advantage === 0)) return NOTHING_TRAINED;
+    if (!hasRegulariser(this.lossConfig) && samples.every(({ advantage, answerTargets }) => advantage === 0 && !answerTargets)) return NOTHING_TRAINED;
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();

@@ -19,6 +19,8 @@ export class EpisodeTally {
   envReturn = 0;
   /** What each turn's own answer cost, by turn (sparse); in the summary only when some turn paid. */
   private readonly turnPenalties: number[] = [];
+  /** What every answer would have cost, by turn (sparse); in the summary only when the environment priced some turn. */
+  private readonly turnAnswerPenalties: Record<string, number>[] = [];
   private minPolicyVersion = Number.MAX_SAFE_INTEGER;
   maxPolicyVersion = -1;
   /** Time inside generate activities, as they report it. */
@@ -60,6 +62,7 @@ export class EpisodeTally {
     this.envSteps++;
     this.envReturn += outcome.reward;
     if (outcome.penalty) this.turnPenalties[this.turns - 1] = outcome.penalty;
+    if (outcome.answerPenalties) this.turnAnswerPenalties[this.turns - 1] = outcome.answerPenalties;
     if (!endsEpisode(outcome)) return 'going on';
     if (outcome.info.truncated) this.end('max_steps', 'environment step limit reached');
     else this.end('ended', `episode ended: ${typeof outcome.info.outcome === 'string' ? outcome.info.outcome : 'done'}`);
@@ -67,7 +70,7 @@ export class EpisodeTally {
   }
 
   summary(reward: number, sessionRebuilds: number, environmentMs: number): TrajectorySummary {
-    const { input, turns, turnPenalties } = this;
+    const { input, turns, turnPenalties, turnAnswerPenalties } = this;
     return {
       runId: input.runId,
       groupId: input.groupId,
@@ -78,6 +81,7 @@ export class EpisodeTally {
       reward,
       envReturn: this.envReturn,
       ...(turnPenalties.length > 0 ? { turnPenalties: Array.from({ length: turns }, (_, turn) => turnPenalties[turn] ?? 0) } : {}),
+      ...(turnAnswerPenalties.length > 0 ? { turnAnswerPenalties: Array.from({ length: turns }, (_, turn) => turnAnswerPenalties[turn] ?? {}) } : {}),
       turns,
       envSteps: this.envSteps,
       invalidActions: this.invalidActions,

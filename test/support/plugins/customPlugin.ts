@@ -56,11 +56,11 @@ export const HUGE_TEXT = '0123456789abcdef'.repeat(3 * 65536);
 const faultyOptions = z.strictObject({
   /**
    * Where it fails: `reset` or `step` throw, `slow-step` sleeps, `reward` scores with a throwing
-   * reward, `tool` calls a hanging tool, `penalty` charges a negative penalty, `huge-observation`
-   * observes HUGE_TEXT from reset on, `huge-info` and `bigint-info` return a step info of HUGE_TEXT
-   * and of a BigInt (which JSON cannot write).
+   * reward, `tool` calls a hanging tool, `penalty` charges a negative penalty, `price` prices an
+   * action below 0, `huge-observation` observes HUGE_TEXT from reset on, `huge-info` and
+   * `bigint-info` return a step info of HUGE_TEXT and of a BigInt (which JSON cannot write).
    */
-  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool', 'penalty', 'huge-observation', 'huge-info', 'bigint-info']),
+  fault: z.enum(['reset', 'step', 'slow-step', 'reward', 'tool', 'penalty', 'price', 'huge-observation', 'huge-info', 'bigint-info']),
   /** The step (0-based) at which a step fault strikes; earlier steps succeed. */
   atStep: z.number().int().nonnegative().default(0),
   slowStepMs: z.number().int().nonnegative().default(3000),
@@ -92,6 +92,8 @@ class FaultyEnvironment extends BaseEnvironment<string, string> {
         return result('scored', await scoreAnswer({ name: 'test-throws' }, { prompt: 'go' }, answer));
       case 'penalty':
         return { ...result('charged'), penalty: -1 };
+      case 'price':
+        return { ...result('priced'), actionPenalties: [0, -1] };
       case 'huge-observation':
         return result(HUGE_TEXT);
       case 'huge-info':
