@@ -199,9 +199,15 @@ function exploringStart(grid: readonly string[], options: FrozenLakeOptions): [n
 }
 
 /** Slipping turns the intended direction by 0, +90 or -90 degrees, each with probability 1/3. */
+const SLIP_TURNS = [0, 1, 3] as const;
+
+/** Where a move meant in direction `action` goes on slippery ice, each of `slipDirections` alike. */
+function slipDirections(action: number): number[] {
+  return SLIP_TURNS.map((turn) => (action + turn) % 4);
+}
+
 function slip(action: number, rng: Rng): number {
-  const turns = [0, 1, 3];
-  return (action + turns[Math.floor(rng() * 3)]) % 4;
+  return slipDirections(action)[Math.floor(rng() * SLIP_TURNS.length)];
 }
 
 function validateOptions(options: FrozenLakeOptions): void {
@@ -302,9 +308,9 @@ export class FrozenLake implements Environment<FrozenLakeObservation, number> {
     return (this.grid[row][col] === 'H' ? holePenalty : 0) + progressPenalty * (1 - gained);
   }
 
-  /** What `intended` is charged from the current cell, over the slips it may take (`slip`: each of three ways alike). */
+  /** What `intended` is charged from the current cell: on slippery ice, the mean over where it may slip. */
   private expectedPenalty(intended: number): number {
-    const directions = this.options.slippery ? [intended, (intended + 1) % 4, (intended + 3) % 4] : [intended];
+    const directions = this.options.slippery ? slipDirections(intended) : [intended];
     return directions.reduce((sum, direction) => sum + this.penaltyOfMove(...this.moved(direction)), 0) / directions.length;
   }
 
