@@ -19,7 +19,7 @@ import { buildTrainingSequences } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
-import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, costAdvantages, priceShares, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 import { needsReference, withoutReference, type AnswerTargets } from '../src/rl/loss';
 import { encode } from '../src/core/tokenizer';
@@ -124,23 +124,19 @@ type AllMovesConfig = NonNullable<NonNullable<TrainerConfig['turnCredit']>['allM
 
 /**
  * The all-moves term of a turn (`trainer.turnCredit.allMoves`): each answer the environment priced
- * on the turn's state, by its first token, with the target weight
- *
- *   w_a = weight * q(a),   q(a) = exp(-c_a / temperature) / sum_b exp(-c_b / temperature)
- *
- * (c_a: the penalty answer a would have been charged). Undefined where the turn has no prices or
- * the term is off. The first token is the embedded tokenizer's (the first byte of the answer),
- * which the config restricts this term to.
+ * on the turn's state, by its first token, with the target weight weight x q(a) (`priceShares`).
+ * Undefined where the turn has no prices or the term is off. The first token is the embedded
+ * tokenizer's (the first byte of the answer), which the config restricts this term to.
  */
 function allMovesTargets(answerPenalties: Record<string, number> | undefined, allMoves: AllMovesConfig | undefined): AnswerTargets | undefined {
   if (allMoves === undefined || answerPenalties === undefined) return undefined;
   const answers = Object.keys(answerPenalties);
   if (answers.length === 0) return undefined;
-  const cheapest = Math.min(...answers.map((answer) => answerPenalties[answer]));
-  // Shifted by the cheapest price, so the largest exponent is 0 whatever the temperature.
-  const shares = answers.map((answer) => Math.exp(-(answerPenalties[answer] - cheapest) / allMoves.temperature));
-  const total = shares.reduce((sum, share) => sum + share, 0);
-  return { tokenIds: answers.map((answer) => encode(answer)[0]), weights: shares.map((share) => (allMoves.weight * share) / total) };
+  const shares = priceShares(
+    answers.map((answer) => answerPenalties[answer]),
+    allMoves.temperature,
+  );
+  return { tokenIds: answers.map((answer) => encode(answer)[0]), weights: shares.map((share) => allMoves.weight * share) };
 }
 
 function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {

@@ -1,4 +1,4 @@
-import { computeAdvantages, costAdvantages, turnAdvantages } from '../src/rl/advantages';
+import { computeAdvantages, costAdvantages, priceShares, turnAdvantages } from '../src/rl/advantages';
 
 const expectClose = (actual: number[], expected: number[]) => {
   expect(actual).toHaveLength(expected.length);
@@ -148,5 +148,22 @@ describe('costAdvantages (each turn against the mean cost)', () => {
 
   it('names a cost that is not a finite number', () => {
     expect(() => costAdvantages([0, Number.NaN])).toThrow(/cost 1 is NaN/);
+  });
+});
+
+describe("priceShares (the all-moves term's target)", () => {
+  it('gives each answer exp(-price / temperature), normalised; equal prices equal shares', () => {
+    const shares = priceShares([0.1, 0, 0, 0.1], 0.05);
+    const edge = Math.exp(-2);
+    expect(shares[0]).toBeCloseTo(edge / (2 + 2 * edge), 12);
+    expect(shares[1]).toBeCloseTo(1 / (2 + 2 * edge), 12);
+    expect(shares[1]).toBe(shares[2]);
+    expect(shares.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 12);
+  });
+
+  it('stays finite at a temperature far below the prices, and refuses bad input', () => {
+    expect(priceShares([1.2, 0, 5], 1e-4)).toEqual([0, 1, 0]);
+    expect(() => priceShares([0, NaN], 0.05)).toThrow(/price 1 is NaN/);
+    expect(() => priceShares([0, 1], 0)).toThrow(/temperature must be > 0/);
   });
 });

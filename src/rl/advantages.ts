@@ -119,3 +119,21 @@ export function costAdvantages(costs: readonly number[]): number[] {
   const mean = costs.reduce((sum, c) => sum + c, 0) / costs.length;
   return costs.map((c) => mean - c);
 }
+
+/**
+ * The share of each priced answer in the all-moves term's target (`trainer.turnCredit.allMoves`):
+ *
+ *   q(a) = exp(-c_a / temperature) / sum_b exp(-c_b / temperature)
+ *
+ * (c_a: the penalty answer a would have been charged), computed shifted by the cheapest price so
+ * the largest exponent is 0 whatever the temperature.
+ */
+export function priceShares(prices: readonly number[], temperature: number): number[] {
+  const bad = prices.findIndex((c) => !Number.isFinite(c));
+  if (bad >= 0) throw new Error(`priceShares: price ${bad} is ${prices[bad]}, expected a finite number`);
+  if (!(temperature > 0)) throw new Error(`priceShares: temperature must be > 0, got ${temperature}`);
+  const cheapest = Math.min(...prices);
+  const weights = prices.map((c) => Math.exp(-(c - cheapest) / temperature));
+  const total = weights.reduce((sum, w) => sum + w, 0);
+  return weights.map((w) => w / total);
+}

@@ -223,9 +223,10 @@ export class PolicyTrainer {
    * Adam step each, so later minibatches see a policy that already moved (which is what the
    * importance ratio and its clipping are for).
    *
-   * A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
-   * and no gradient unless a KL penalty or the coverage term pulls toward the reference or an
-   * entropy bonus away from certainty; without any of them it takes no Adam step, since Adam's
+   * A batch in which every advantage is 0 (every group all solved or all failed) and no sample has
+   * answer targets has a loss of 0 and no gradient unless a KL penalty or the coverage term pulls
+   * toward the reference or an entropy bonus away from certainty; without any of them it takes no
+   * Adam step, since Adam's
    * momentum alone would still move the policy, on no evidence. `learningRate`: this step's (a
    * run's schedule moves it), by default the trainer's own.
    */
