@@ -22,7 +22,7 @@ import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../sr
 import { computeAdvantages, costAdvantages, priceShares, turnAdvantages } from '../src/rl/advantages';
 import { evaluatePolicy, evaluationSeeds } from '../src/rl/evaluate';
 import { needsReference, withoutReference, type AnswerTargets } from '../src/rl/loss';
-import { encode } from '../src/core/tokenizer';
+import { encode, SPECIAL_TOKENS } from '../src/core/tokenizer';
 import { evaluateOnce, type EvaluateInput, type EvaluationRecord } from './evaluation';
 import { withHeartbeat } from './heartbeat';
 import { runFormatWarmup } from '../src/rl/formatWarmup';
@@ -124,9 +124,9 @@ type AllMovesConfig = NonNullable<NonNullable<TrainerConfig['turnCredit']>['allM
 
 /**
  * The all-moves term of a turn (`trainer.turnCredit.allMoves`): each answer the environment priced
- * on the turn's state, by its first token, with the target weight weight x q(a) (`priceShares`).
- * Undefined where the turn has no prices or the term is off. The first token is the embedded
- * tokenizer's (the first byte of the answer), which the config restricts this term to.
+ * on the turn's state, whole (its text in the embedded tokenizer, which the config restricts this
+ * term to, then the end token), with the target weight weight x q(a) (`priceShares`). Undefined
+ * where the turn has no prices or the term is off.
  */
 function allMovesTargets(answerPenalties: Record<string, number> | undefined, allMoves: AllMovesConfig | undefined): AnswerTargets | undefined {
   if (allMoves === undefined || answerPenalties === undefined) return undefined;
@@ -136,7 +136,7 @@ function allMovesTargets(answerPenalties: Record<string, number> | undefined, al
     answers.map((answer) => answerPenalties[answer]),
     allMoves.temperature,
   );
-  return { tokenIds: answers.map((answer) => encode(answer)[0]), weights: shares.map((share) => allMoves.weight * share) };
+  return { answers: answers.map((answer) => [...encode(answer), SPECIAL_TOKENS.end]), weights: shares.map((share) => allMoves.weight * share) };
 }
 
 function elapsedSince(runStartedAt: number | undefined, now: number): { elapsedS?: number } {

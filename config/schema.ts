@@ -237,7 +237,7 @@ export const TurnCreditConfigSchema = z.strictObject({
    * The all-moves term (embedded trainer): on every turn whose state the environment priced
    * (`StepResult.actionPenalties`: FrozenLake's penalties), every well-formed answer, not only the
    * one given, gets its share of q(a) = softmax(-penalty(a) / temperature) over the turn's answers,
-   * as a target for the answer's first token (`AnswerTargets`), at `weight`. The other terms can
+   * as a target for the whole answer, every token of it (`AnswerTargets`), at `weight`. The other terms can
    * only compare answers the policy still samples; this one keeps a move the policy has all but
    * dropped where the prices favour it, and leaves equally priced moves at even odds. It learns
    * from what the environment can say of a move without taking it: with `progressDistance: path`

@@ -8,7 +8,7 @@ import { heapAddress, initBackend } from '../src/model/backend';
 import { modelConfig } from '../src/model/config';
 import { KVCache } from '../src/model/kvCache';
 import { sampleToken, samplerParamsProblem } from '../src/model/sampler';
-import { decodeStep, disposeTensorWeights, prefill, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
+import { decodeStep, disposeTensorWeights, packedTargetScores, prefill, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
 import { rowMajor, simdKernels } from '../src/model/simdKernels';
 import { initWeights, loadCheckpoint, saveCheckpoint } from '../src/model/weights';
 
@@ -182,6 +182,44 @@ describe('transformer', () => {
     const maxDiff = Math.max(...incremental.map((x, i) => Math.abs(x - full[i])));
     expect(maxDiff).toBeLessThan(1e-5);
     cache.dispose();
+    disposeTensorWeights(weights);
+  });
+
+  it('scores whole answers as branches of a packed sequence: what each scores alone after the context', () => {
+    const weights = toTensorWeights(initWeights(config, 3));
+    const rng = createRng(4);
+    const tokens = (n: number) => Array.from({ length: n }, () => Math.floor(rng() * config.vocabSize));
+    // Two sequences sharing a 12-token prefix (run once in the pack), answers after their 20th and 25th tokens.
+    const prefix = tokens(12);
+    const sequences = [
+      { ids: [...prefix, ...tokens(14)], positions: [19, 20, 21, 24], answers: { ids: [tokens(3), tokens(1), tokens(5)], weights: [0.5, 2, 1] } },
+      { ids: [...prefix, ...tokens(20)], positions: [24, 30], answers: { ids: [tokens(2)], weights: [3] } },
+    ];
+    const alone = (ids: readonly number[]) => Array.from(sequenceLogprobs(weights, ids, 0.8));
+    const [withAnswers, without] = [sequences, sequences.map(({ ids, positions }) => ({ ids, positions }))].map((scored) =>
+      tf.tidy(() => {
+        const scores = packedTargetScores(weights, scored, 0.8);
+        return { logprobs: scores.logprobs.arraySync(), answerScores: scores.answerScores?.arraySync() };
+      }),
+    );
+    expect(without.answerScores).toBeUndefined();
+    sequences.forEach(({ ids, positions, answers }, n) => {
+      const start = positions[0];
+      const expected = answers.ids.reduce((sum, answer, a) => {
+        const logps = alone([...ids.slice(0, start + 1), ...answer]).slice(start);
+        return sum + answers.weights[a] * logps.reduce((total, lp) => total + lp, 0);
+      }, 0);
+      withAnswers.answerScores![n].forEach((score, t) => expect(score).toBeCloseTo(t === start ? expected : 0, 4));
+      // The sequence's own targets score as they do without the branches beside them, and as alone.
+      const own = alone(ids);
+      positions.forEach((t) => {
+        expect(withAnswers.logprobs[n][t]).toBeCloseTo(without.logprobs[n][t], 5);
+        expect(withAnswers.logprobs[n][t]).toBeCloseTo(own[t], 4);
+      });
+    });
+    expect(() => packedTargetScores(weights, [{ ...sequences[0], answers: { ids: [[config.vocabSize]], weights: [1] } }], 0.8)).toThrow(
+      /answer 0: token \d+ at index 0 is outside the vocabulary/,
+    );
     disposeTensorWeights(weights);
   });
 

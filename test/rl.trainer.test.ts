@@ -4,12 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { FROZENLAKE_SYSTEM_PROMPT, renderObservation } from '../src/agents/frozenlakeAgent';
 import { createRng } from '../src/core/random';
-import { renderConversationStart, STOP_TOKENS } from '../src/core/tokenizer';
+import { encode, renderConversationStart, SPECIAL_TOKENS, STOP_TOKENS } from '../src/core/tokenizer';
 import { generateMap } from '../src/envs/frozenlake';
 import { modelConfig } from '../src/model/config';
 import { BatchingEngine } from '../src/model/engine';
 import { initWeights, loadCheckpoint, loadTrainerCheckpoint, saveTrainerCheckpoint, type ModelWeights } from '../src/model/weights';
-import { disposeTensorWeights, sequenceLogprobs, targetDistributions, toTensorWeights } from '../src/model/transformer';
+import { disposeTensorWeights, sequenceLogprobs, toTensorWeights } from '../src/model/transformer';
 import { lossInputs, policyLoss, trainedTargets, type LossConfig } from '../src/rl/loss';
 import { clipByGlobalNorm, NOTHING_TRAINED, PolicyTrainer, type TrainMetrics, type TrainingSample } from '../src/rl/trainer';
 import { LossConfigSchema } from '../config/schema';
@@ -242,18 +242,28 @@ describe('PolicyTrainer', () => {
   });
 
   describe('all-moves term (answerTargets)', () => {
-    // The four FrozenLake answers by their first byte, with target weights (a distribution, times 2).
-    const answers = { tokenIds: [...'ldru'].map((c) => c.charCodeAt(0)), weights: [0.2, 0, 0.4, 1.4] };
-    /** log p of each answer's first token where each sample's answer starts, under `weights`. */
+    // The four FrozenLake answers, whole, with target weights (a distribution, times 2).
+    const answers = { answers: ['left', 'down', 'right', 'up'].map((move) => [...encode(move), SPECIAL_TOKENS.end]), weights: [0.2, 0, 0.4, 1.4] };
+    /** log p of each token of `ids` after the first under `weights` (`sequenceLogprobs`). */
+    const scored = (weights: ModelWeights, ids: readonly number[]) => {
+      const tensors = toTensorWeights(weights);
+      try {
+        return sequenceLogprobs(tensors, ids, TEMPERATURE);
+      } finally {
+        disposeTensorWeights(tensors);
+      }
+    };
+    /**
+     * log p of each whole answer where each sample's answer starts, under `weights`: each answer
+     * scored as a sequence of its own (the context, then the answer), apart from the packed pass.
+     */
     const answerLogprobs = (weights: ModelWeights, samples: readonly TrainingSample[]) =>
       samples.map(({ ids, lossMask }) => {
-        const tensors = toTensorWeights(weights);
-        try {
-          const logp = targetDistributions(tensors, ids, [trainedTargets(lossMask)[0]], TEMPERATURE);
-          return answers.tokenIds.map((token) => logp[token]);
-        } finally {
-          disposeTensorWeights(tensors);
-        }
+        const context = ids.slice(0, lossMask.indexOf(1));
+        return answers.answers.map((answer) => {
+          const logps = Array.from(scored(weights, [...context, ...answer]).slice(context.length - 1));
+          return { first: logps[0], whole: logps.reduce((sum, lp) => sum + lp, 0) };
+        });
       });
 
     it('adds -sum_a w_a log p(a) at the answer start to the loss, beside the sampled tokens', () => {
@@ -263,7 +273,7 @@ describe('PolicyTrainer', () => {
       const lossOf = (scored: readonly TrainingSample[]) =>
         tf.tidy(() => policyLoss(lossInputs(toTensorWeights(weights), scored, TEMPERATURE), lossConfig).loss.dataSync()[0]);
       const tokens = samples.reduce((n, s) => n + s.lossMask.filter((m) => m === 1).length, 0);
-      const term = answerLogprobs(weights, samples).reduce((sum, logps) => sum - logps.reduce((t, lp, a) => t + answers.weights[a] * lp, 0), 0);
+      const term = answerLogprobs(weights, samples).reduce((sum, logps) => sum - logps.reduce((t, { whole }, a) => t + answers.weights[a] * whole, 0), 0);
       // token-mean: the term is paid on one token per sample, within the same mean over trained tokens.
       expect(lossOf(samples.map((s) => ({ ...s, answerTargets: answers })))).toBeCloseTo(lossOf(samples) + term / tokens, 5);
     });
@@ -275,26 +285,56 @@ describe('PolicyTrainer', () => {
       for (let i = 0; i < 5; i++) trainer.trainBatch(samples);
       const after = answerLogprobs(trainer.snapshot(), samples);
       trainer.dispose();
-      // An untrained policy gives each of 264 tokens about 1/264: the answers with a share rise, the one without falls.
+      // An untrained policy gives each of 264 tokens about 1/264 at every step of an answer: the
+      // answers with a share rise, whole, and the one without falls where the answers part (their
+      // first token; its end token is the others' too, and rises with them).
       samples.forEach((_, b) => {
         answers.weights.forEach((weight, a) => {
-          if (weight > 0) expect(after[b][a]).toBeGreaterThan(before[b][a]);
-          else expect(after[b][a]).toBeLessThan(before[b][a]);
+          if (weight > 0) expect(after[b][a].whole).toBeGreaterThan(before[b][a].whole);
+          else expect(after[b][a].first).toBeLessThan(before[b][a].first);
         });
-        expect(after[b][3]).toBeGreaterThan(after[b][2]);
+        expect(after[b][3].whole).toBeGreaterThan(after[b][2].whole);
       });
     });
 
-    it('trains a batch whose every advantage is 0 when it scores answers, and refuses answers that share a first token', async () => {
+    it('trains a batch whose every advantage is 0 when it scores answers, and refuses an answer given twice', async () => {
       const trainer = await create();
       const zero = batch.slice(0, 2).map((s) => ({ ...s, advantage: 0 }));
       expect(trainer.trainBatch(zero)).toBe(NOTHING_TRAINED);
       expect(trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: answers }))).gradNorm).toBeGreaterThan(0);
-      const twins = { tokenIds: [100, 100], weights: [1, 0] };
-      expect(() => trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: twins })))).toThrow(
-        /sample 0: answerTargets.tokenIds \[100, 100\] repeat a token/,
-      );
+      const twins = {
+        answers: [
+          [100, 101],
+          [100, 101],
+        ],
+        weights: [1, 0],
+      };
+      expect(() => trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: twins })))).toThrow(/sample 0: answerTargets.answers repeat an answer/);
+      const empty = { answers: [[100], []], weights: [1, 0] };
+      expect(() => trainer.trainBatch(zero.map((s) => ({ ...s, answerTargets: empty })))).toThrow(/sample 0: answerTargets.answers\[1\] has no tokens/);
       trainer.dispose();
+    });
+
+    it('spells out an answer the policy starts: its later tokens are trained too, where answers share a first token', async () => {
+      // Two answers that begin alike ("down", "dash"): the first token alone cannot tell them apart.
+      const alike = { answers: ['down', 'dash'].map((move) => [...encode(move), SPECIAL_TOKENS.end]), weights: [0, 2] };
+      const samples = batch.slice(0, 2).map((s) => ({ ...s, advantage: 0, answerTargets: alike }));
+      const trainer = await create();
+      const logprobs = (weights: ModelWeights) =>
+        samples.map(({ ids, lossMask }) => {
+          const context = ids.slice(0, lossMask.indexOf(1));
+          return alike.answers.map((answer) => scored(weights, [...context, ...answer])[context.length]); // the answer's second token
+        });
+      const before = logprobs(trainer.snapshot());
+      for (let i = 0; i < 5; i++) trainer.trainBatch(samples);
+      const after = logprobs(trainer.snapshot());
+      trainer.dispose();
+      // The second token leans to 'a', the answer with the share, against 'o' (no first-token
+      // target could tell them apart: both follow the same 'd').
+      samples.forEach((_, b) => {
+        expect(after[b][1]).toBeGreaterThan(before[b][1]);
+        expect(after[b][1] - after[b][0]).toBeGreaterThan(before[b][1] - before[b][0] + 1);
+      });
     });
   });
 

@@ -108,6 +108,20 @@ export function targetDistributions(weights: TensorWeights, ids: readonly number
 export interface ScoredSequence {
   ids: readonly number[];
   positions: readonly number[];
+  /** Whole answers to score where the first target's token would come (`answerScores`). */
+  answers?: WeightedAnswers;
+}
+
+/**
+ * Answers to a sequence's context ids[0..t] (t its first target), whole, each with a weight:
+ *   answerScores[t] = sum_a w_a log p(a | ids[0..t]),   log p(a) = sum_i log p(a_i | ids[0..t], a_<i)
+ * Each answer runs through the blocks as a branch of its sequence (see `forwardPacked`): only its
+ * own tokens are added to the pack, attending to the context rows the sequence already has.
+ */
+export interface WeightedAnswers {
+  /** Token ids of each answer, at least one each. */
+  ids: readonly (readonly number[])[];
+  weights: readonly number[];
 }
 
 /** What `packedTargetScores` computes besides the logprobs. */
@@ -116,8 +130,6 @@ export interface ScoreExtras {
   entropy?: boolean;
   /** A reference's distributions at every target: then the coverage of each (`Coverage`). */
   coverage?: Coverage;
-  /** [K x vocabSize] weights W, the sequences' targets in order: then sum_v W(v) log p(v) at each target. */
-  answerWeights?: tf.Tensor2D;
 }
 
 /**
@@ -138,23 +150,34 @@ export interface Coverage {
  * longest n-1; a row holds 0 past its own). The sequences run through the blocks packed one after
  * another (see `forwardPacked`): on wasm every op costs tens of microseconds however small, and a
  * ~110-token sequence takes ~800 of them through forward and backward alone. Each row is computed
- * from its own sequence only. Differentiable; call inside tf.tidy or a gradient function.
+ * from its own sequence only. With a sequence's `answers`, `answerScores` holds their weighed
+ * logprobs at its first target (0 elsewhere). Differentiable; call inside tf.tidy or a gradient
+ * function.
  */
 export function packedTargetScores(
   weights: TensorWeights,
   sequences: readonly ScoredSequence[],
   temperature: number,
-  { entropy = false, coverage, answerWeights }: ScoreExtras = {},
+  { entropy = false, coverage }: ScoreExtras = {},
 ): { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D; answerScores?: tf.Tensor2D } {
   if (sequences.length === 0) throw new Error('packedTargetScores needs at least one sequence');
-  for (const { ids, positions } of sequences) {
+  for (const { ids, positions, answers } of sequences) {
     assertScorable(weights.config, ids, temperature);
     assertPositions(ids, positions);
+    if (answers) assertAnswers(weights.config, positions[0] + 1, answers);
   }
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
-  const { hidden } = forwardPacked(
+  // An answer's first token is scored on the row of the sequence's first target; its later
+  // tokens each on a row of the answer's branch.
+  const branchesOf = ({ positions, answers }: ScoredSequence) =>
+    (answers?.ids ?? []).filter((answer) => answer.length > 1).map((answer) => ({ from: positions[0] + 1, ids: answer }));
+  const { hidden, branchHidden } = forwardPacked(
     weights,
-    sequences.map(({ ids, positions }) => ({ ids: ids.slice(0, positions[positions.length - 1] + 1), outputs: positions })),
+    sequences.map((sequence) => ({
+      ids: sequence.ids.slice(0, sequence.positions[sequence.positions.length - 1] + 1),
+      outputs: sequence.positions,
+      branches: branchesOf(sequence),
+    })),
   );
   const logp = headLogSoftmax(weights, hidden, temperature); // [K, V]: log p_k(v), K targets in all
   const picked = pickTargets(
@@ -172,13 +195,61 @@ export function packedTargetScores(
   const scores: { logprobs: tf.Tensor2D; entropies?: tf.Tensor2D; coverage?: tf.Tensor2D; answerScores?: tf.Tensor2D } = { logprobs: atTargets(picked) };
   if (entropy) scores.entropies = atTargets(tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), 1))); // [K]
   if (coverage) scores.coverage = atTargets(coverageOf(coverage, logp));
-  if (answerWeights) {
-    if (answerWeights.shape[0] !== K || answerWeights.shape[1] !== logp.shape[1]) {
-      throw new Error(`answer weights are [${answerWeights.shape.join(', ')}], expected [${K}, ${logp.shape[1]}]`);
+  if (sequences.some(({ answers }) => answers)) {
+    // First tokens: sum_v W(v) log p(v) on each sequence's first target row, W the weights of the
+    // answers starting with v. Later tokens: each branch row's logprob of its next answer token,
+    // weighed by its answer's weight, summed into the same cell by a [1, rows] x [rows, N width] product.
+    const { vocabSize } = weights.config;
+    const firstWeights = new Float32Array(K * vocabSize);
+    let row = 0;
+    sequences.forEach(({ positions, answers }) => {
+      answers?.ids.forEach((answer, a) => {
+        firstWeights[row * vocabSize + answer[0]] += answers.weights[a];
+      });
+      row += positions.length;
+    });
+    let answerScores = atTargets(tf.sum(tf.mul(tf.tensor2d(firstWeights, [K, vocabSize]), logp), 1));
+    if (branchHidden) {
+      const rows = sequences.flatMap((sequence, n) =>
+        (sequence.answers?.ids ?? []).flatMap((answer, a) =>
+          answer.slice(1).map((token) => ({ token, weight: sequence.answers!.weights[a], column: n * width + sequence.positions[0] })),
+        ),
+      );
+      const branchLogprobs = pickTargets(
+        headLogSoftmax(weights, branchHidden, temperature),
+        rows.map(({ token }) => token),
+        vocabSize,
+      );
+      const place = tf.mul(
+        oneHot(
+          rows.map(({ column }) => column),
+          sequences.length * width,
+        ),
+        tf.tensor2d(
+          rows.map(({ weight }) => weight),
+          [rows.length, 1],
+        ),
+      );
+      const later = tf.reshape(tf.matMul(tf.reshape(branchLogprobs, [1, rows.length]), place), [sequences.length, width]);
+      answerScores = tf.add(answerScores, later) as tf.Tensor2D;
     }
-    scores.answerScores = atTargets(tf.sum(tf.mul(answerWeights, logp), 1));
+    scores.answerScores = answerScores;
   }
   return scores;
+}
+
+/** Answers to score after the first `from` tokens of a sequence: weighed, in the vocabulary, within the context. */
+function assertAnswers({ vocabSize, maxContext }: ModelConfig, from: number, { ids, weights }: WeightedAnswers): void {
+  if (!Array.isArray(ids) || !Array.isArray(weights) || ids.length !== weights.length) {
+    throw new Error(`answers need one weight each, got ${ids?.length} answers and ${weights?.length} weights`);
+  }
+  ids.forEach((answer, a) => {
+    if (!Array.isArray(answer) || answer.length === 0) throw new Error(`answer ${a} has no tokens`);
+    if (from + answer.length > maxContext) throw new Error(`answer ${a} (${answer.length} tokens after ${from}) does not fit the context (${maxContext})`);
+    const bad = answer.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+    if (bad >= 0) throw new Error(`answer ${a}: token ${answer[bad]} at index ${bad} is outside the vocabulary (0..${vocabSize - 1})`);
+    if (!Number.isFinite(weights[a])) throw new Error(`answer ${a}: weight ${weights[a]} is not a finite number`);
+  });
 }
 
 /** `Coverage` of each row of `logp` [K, V]: [K]. */
@@ -288,6 +359,26 @@ function forwardSequence(
   return forwardPacked(weights, [{ ids, outputs }]);
 }
 
+/** Another continuation of a sequence: its first `from` tokens, then `ids` in place of the rest. */
+interface Branch {
+  from: number;
+  ids: readonly number[];
+}
+
+/** A sequence to run through the blocks: `outputs`, the rows whose hidden states are wanted (all by default). */
+interface PackedSequence {
+  ids: readonly number[];
+  outputs?: readonly number[];
+  /** Continuations to run beside it (needs `outputs`): the hidden states of each one's rows but its last come back as `branchHidden`. */
+  branches?: readonly Branch[];
+}
+
+/** A row of a sequence's part of the pack: its position, and the branch it belongs to (-1: the sequence's own ids). */
+interface TreeRow {
+  position: number;
+  branch: number;
+}
+
 /**
  * `forwardSequence` for several sequences at once: their tokens packed one after another, [sum T, D]
  * (hidden: each sequence's `outputs` rows in turn; keys and values: one row per token in the pack).
@@ -303,52 +394,87 @@ function forwardSequence(
  * A prefix every sequence shares (a system prompt, say) runs once: the model is causal, so its
  * rows are the same in every sequence, and each sequence attends to that one copy (see
  * `sharedPrefix`). Its gradient is then the sum of what each sequence sends back through it.
+ *
+ * A sequence's branches run the same way: a branch's rows follow its sequence's in the pack and
+ * attend to the sequence's rows before the branch's `from` and to their own (masked from the rest,
+ * at their own positions), so each gets what `ids[0..from-1]` then its ids would get alone, for
+ * the cost of its own tokens only.
  */
 function forwardPacked(
   weights: TensorWeights,
-  sequences: readonly { ids: readonly number[]; outputs?: readonly number[] }[],
-): { hidden: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
+  sequences: readonly PackedSequence[],
+): { hidden: tf.Tensor; branchHidden?: tf.Tensor; keys: tf.Tensor[]; values: tf.Tensor[] } {
   const { vocabSize, dModel: D, nLayers, nHeads } = weights.config;
-  for (const { ids } of sequences) assertSequence(weights.config, ids);
-  const lengths = sequences.map(({ ids }) => ids.length);
+  for (const { ids, outputs, branches = [] } of sequences) {
+    assertSequence(weights.config, ids);
+    for (const branch of branches) {
+      if (!outputs || !(branch.from >= 1 && branch.from <= ids.length)) {
+        throw new Error(`a branch needs its sequence's outputs and a start in 1..${ids.length}, got ${branch.from}`);
+      }
+      assertSequence(weights.config, [...ids.slice(0, branch.from), ...branch.ids]);
+    }
+  }
   const shared = sharedPrefix(sequences);
-  // The pack's segments: the shared prefix (when there is one), then each sequence's own tokens.
-  const own = lengths.map((T) => T - shared);
+  const everyRow = (T: number) => Array.from({ length: T }, (_, i) => i);
+  const from = (start: number, end: number) => everyRow(end - start).map((i) => start + i);
+  // Each sequence's rows in the pack after the shared prefix: its own ids, then its branches'.
+  const treeRows: TreeRow[][] = sequences.map(({ ids, branches = [] }) => [
+    ...from(shared, ids.length).map((position) => ({ position, branch: -1 })),
+    ...branches.flatMap(({ from: start, ids: branchIds }, branch) => from(start, start + branchIds.length).map((position) => ({ position, branch }))),
+  ]);
+  // The pack's segments: the shared prefix (when there is one), then each sequence's own rows.
+  const own = treeRows.map((rows) => rows.length);
   const segments = shared > 0 ? [shared, ...own] : own;
   const ownSegment = (n: number) => (shared > 0 ? n + 1 : n);
   const keySegments = (n: number) => (shared > 0 ? [0, n + 1] : [n]);
-  const everyRow = (T: number) => Array.from({ length: T }, (_, i) => i);
-  const from = (start: number, end: number) => everyRow(end - start).map((i) => start + i);
+  const sharedRows = everyRow(shared).map((position) => ({ position, branch: -1 }));
 
-  const longest = Math.max(...lengths);
-  const positions = [...everyRow(shared), ...lengths.flatMap((T) => from(shared, T))];
+  const positions = [...everyRow(shared), ...treeRows.flatMap((rows) => rows.map(({ position }) => position))];
+  const longest = Math.max(...positions) + 1;
   const positionTable = tf.slice(param(weights, 'embed.positions'), [0, 0], [longest, D]);
   // Embeddings as one-hot products rather than gathers, which have no gradient on wasm.
-  const tokens = [...sequences[0].ids.slice(0, shared), ...sequences.flatMap(({ ids }) => ids.slice(shared))];
+  const tokens = [
+    ...sequences[0].ids.slice(0, shared),
+    ...sequences.flatMap(({ ids, branches = [] }) => [...ids.slice(shared), ...branches.flatMap((branch) => branch.ids)]),
+  ];
   const tokenEmbeddings = tf.matMul(oneHot(tokens, vocabSize), param(weights, 'embed.tokens'));
-  let x = tf.add(tokenEmbeddings, sequences.length === 1 ? positionTable : tf.matMul(oneHot(positions, longest), positionTable));
+  const inOrder = positions.every((position, i) => position === i);
+  let x = tf.add(tokenEmbeddings, inOrder ? positionTable : tf.matMul(oneHot(positions, longest), positionTable));
 
   // Who attends to what: the prefix's rows to the prefix, each sequence's own rows to the prefix
-  // and to themselves, at their positions (one set of masks per length: a batch has only a few).
+  // and to themselves, at their positions (one set of masks per length: a batch has only a few),
+  // a sequence with branches through masks of its own (`treeMasks`).
   const maskSets = new Map<number, tf.Tensor[]>();
   const fromShared = (T: number) => maskSets.get(T) ?? maskSets.set(T, causalMasks(from(shared, T), T, nHeads)).get(T)!;
+  const masksOf = (n: number, queries: readonly TreeRow[]) => {
+    const { ids, branches = [] } = sequences[n];
+    if (branches.length > 0) return treeMasks(queries, [...sharedRows, ...treeRows[n]], branches, nHeads);
+    const rows = queries.map(({ position }) => position);
+    return queries === treeRows[n] ? fromShared(ids.length) : causalMasks(rows, ids.length, nHeads);
+  };
   const everyGroup: AttentionGroup[] = [
     ...(shared > 0 ? [{ queries: shared, keySegments: [0], masks: causalMasks(everyRow(shared), shared, nHeads) }] : []),
-    ...lengths.map((T, n) => ({ queries: T - shared, keySegments: keySegments(n), masks: fromShared(T) })),
+    ...treeRows.map((rows, n) => ({ queries: rows.length, keySegments: keySegments(n), masks: masksOf(n, rows) })),
   ];
-  // What the last block needs for the `outputs` rows alone: each sequence's selection S [K_n, own_n]
-  // from its own rows, and their masks. (A selection over the whole pack would cost K x sum T
-  // multiply-adds a feature, most of them by 0.)
-  const picked = sequences.some(({ outputs }) => outputs !== undefined) ? sequences.map(({ ids, outputs }) => outputs ?? everyRow(ids.length)) : undefined;
-  const last = picked && {
-    selects: picked.map((rows, n) => ({
-      segment: ownSegment(n),
-      select: oneHot(
-        rows.map((row) => row - shared),
-        own[n],
+  // What the last block needs for the `outputs` rows alone (then every branch row but each
+  // branch's last): each sequence's selection S [K_n, own_n] from its own rows, and their masks.
+  // (A selection over the whole pack would cost K x sum T multiply-adds a feature, most of them by 0.)
+  const picked = sequences.some(({ outputs }) => outputs !== undefined)
+    ? sequences.map(({ ids, outputs }) => (outputs ?? everyRow(ids.length)).map((row) => row - shared))
+    : undefined;
+  const branchPicked = treeRows.map((rows) => everyRow(rows.length).filter((i) => rows[i].branch >= 0 && rows[i + 1]?.branch === rows[i].branch));
+  const branched = branchPicked.some((rows) => rows.length > 0);
+  const lastRows = picked && [...picked.map((rows, n) => ({ n, rows })), ...branchPicked.flatMap((rows, n) => (rows.length > 0 ? [{ n, rows }] : []))];
+  const last = lastRows && {
+    selects: lastRows.map(({ n, rows }) => ({ segment: ownSegment(n), select: oneHot(rows, own[n]) })),
+    groups: lastRows.map(({ n, rows }) => ({
+      queries: rows.length,
+      keySegments: keySegments(n),
+      masks: masksOf(
+        n,
+        rows.map((i) => treeRows[n][i]),
       ),
     })),
-    groups: picked.map((rows, n) => ({ queries: rows.length, keySegments: keySegments(n), masks: causalMasks(rows, lengths[n], nHeads) })),
   };
   const keys: tf.Tensor[] = [];
   const values: tf.Tensor[] = [];
@@ -366,7 +492,10 @@ function forwardPacked(
     x = tf.add(x, mlp(weights, l, x));
   }
   const hidden = layerNorm(x, param(weights, 'final.ln.gain'), param(weights, 'final.ln.bias'));
-  return { hidden, keys, values };
+  if (!branched) return { hidden, keys, values };
+  const outputRows = picked!.reduce((sum, rows) => sum + rows.length, 0);
+  const [sequenceHidden, branchHidden] = tf.split(hidden, [outputRows, hidden.shape[0] - outputRows], 0);
+  return { hidden: sequenceHidden, branchHidden, keys, values };
 }
 
 /** Fewer shared tokens than this are not worth the extra attention ops of sharing them. */
@@ -375,12 +504,12 @@ const MIN_SHARED_PREFIX = 8;
 /**
  * How many leading tokens every one of `sequences` shares, to run once: none for a single
  * sequence, and never a row that is one of the `outputs` or a sequence's last token (each must
- * keep a row of its own). 0 when fewer than MIN_SHARED_PREFIX.
+ * keep a row of its own), nor past a branch's start. 0 when fewer than MIN_SHARED_PREFIX.
  */
-function sharedPrefix(sequences: readonly { ids: readonly number[]; outputs?: readonly number[] }[]): number {
+function sharedPrefix(sequences: readonly PackedSequence[]): number {
   if (sequences.length < 2 || sequences.some(({ outputs }) => outputs === undefined)) return 0;
   const [first] = sequences;
-  let shared = Math.min(...sequences.map(({ ids, outputs }) => Math.min(ids.length - 1, outputs![0])));
+  let shared = Math.min(...sequences.map(({ ids, outputs, branches = [] }) => Math.min(ids.length - 1, outputs![0], ...branches.map((branch) => branch.from))));
   for (const { ids } of sequences) {
     let i = 0;
     while (i < shared && ids[i] === first.ids[i]) i++;
@@ -509,6 +638,26 @@ function alibiSlopes(nHeads: number): Float32Array {
 /** The bias of a query at `position` for the key at `column`: ALiBi where visible, MASKED after. */
 function fillBiasRow(row: Float32Array, slope: number, position: number): void {
   for (let column = 0; column < row.length; column++) row[column] = column <= position ? -slope * (position - column) : MASKED;
+}
+
+/**
+ * Per head [Q, K] for a sequence with branches: the biases of the query rows `queries` for the key
+ * rows `keys` (the shared prefix's, then the sequence's own). A row sees the rows of its own
+ * branch at or before its position, and a branch's rows the sequence's rows before the branch's
+ * start too; the sequence's rows see only the sequence's.
+ */
+function treeMasks(queries: readonly TreeRow[], keys: readonly TreeRow[], branches: readonly Branch[], nHeads: number): tf.Tensor[] {
+  const sees = (query: TreeRow, key: TreeRow) =>
+    key.position <= query.position && (key.branch === query.branch || (key.branch === -1 && key.position < branches[query.branch].from));
+  return Array.from(alibiSlopes(nHeads), (slope) => {
+    const bias = new Float32Array(queries.length * keys.length);
+    queries.forEach((query, i) =>
+      keys.forEach((key, j) => {
+        bias[i * keys.length + j] = sees(query, key) ? -slope * (query.position - key.position) : MASKED;
+      }),
+    );
+    return tf.tensor2d(bias, [queries.length, keys.length]);
+  });
 }
 
 /** Per head [Q, T]: row i holds the biases of the query at position queries[i] for keys 0..T-1. */

@@ -106,16 +106,19 @@ export interface TrainingSample extends MaskedSequence {
 }
 
 /**
- * Every well-formed answer of a turn, by its first token, with a weight: the loss adds
- *   -sum_a w_a log pi(first token of answer a | context)
- * at the turn's first trained token (where the answer starts). With w = c q, q a distribution
- * over the answers, that is c times the cross-entropy of the policy's next token against q, whose
- * gradient on the logit of token v is c (pi(v) - q(v)): every answer is pulled to its share of q,
- * the ones the policy no longer samples as much as the others, and the pull stops once it is
- * there.
+ * Every well-formed answer of a turn, whole (its tokens to the end token), with a weight: the loss
+ * adds
+ *   -sum_a w_a log pi(a | context),   log pi(a) = sum_i log pi(a_i | context, a_<i)
+ * at the turn's first trained token (where the answer starts). With w = c q, q a distribution over
+ * the answers, that is c times the cross-entropy of the policy's answers against q. At the first
+ * token its gradient on the logit of token v is c (pi(v) - q(v)): every answer is pulled to its
+ * share of q, the ones the policy no longer samples as much as the others, and the pull stops once
+ * it is there; the later tokens of each answer are pulled to spell it out, so a move the policy
+ * starts writing is finished as that move.
  */
 export interface AnswerTargets {
-  tokenIds: number[];
+  /** Token ids of each answer, the end token included. */
+  answers: number[][];
   weights: number[];
 }
 
@@ -144,17 +147,23 @@ function sampleProblem(sample: TrainingSample, config: ModelConfig): string | un
   const badLogprob = behaviourLogprobs.findIndex((lp, i) => lossMask[i] === 1 && !(Number.isFinite(lp) && lp <= 0));
   if (badLogprob >= 0) return `behaviourLogprobs[${badLogprob}] = ${behaviourLogprobs[badLogprob]}, expected a finite logprob <= 0`;
   if (!Number.isFinite(advantage)) return `advantage is ${advantage}, expected a finite number`;
-  return sample.answerTargets && answerTargetsProblem(sample.answerTargets, config);
+  return sample.answerTargets && answerTargetsProblem(sample.answerTargets, config, lossMask.indexOf(1));
 }
 
-function answerTargetsProblem({ tokenIds, weights }: AnswerTargets, config: ModelConfig): string | undefined {
-  if (!Array.isArray(tokenIds) || !Array.isArray(weights) || tokenIds.length !== weights.length || tokenIds.length === 0) {
-    return `answerTargets needs as many weights as token ids (at least one), got ${tokenIds?.length} and ${weights?.length}`;
+function answerTargetsProblem({ answers, weights }: AnswerTargets, config: ModelConfig, answerStart: number): string | undefined {
+  if (!Array.isArray(answers) || !Array.isArray(weights) || answers.length !== weights.length || answers.length === 0) {
+    return `answerTargets needs as many weights as answers (at least one), got ${answers?.length} and ${weights?.length}`;
   }
-  const badId = tokenIds.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= config.vocabSize);
-  if (badId >= 0) return `answerTargets.tokenIds[${badId}] = ${tokenIds[badId]} is not a token id (0..${config.vocabSize - 1})`;
-  if (new Set(tokenIds).size !== tokenIds.length)
-    return `answerTargets.tokenIds [${tokenIds.join(', ')}] repeat a token: the answers are not told apart by their first token`;
+  for (const [a, answer] of answers.entries()) {
+    if (!Array.isArray(answer) || answer.length === 0) return `answerTargets.answers[${a}] has no tokens`;
+    const badId = answer.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= config.vocabSize);
+    if (badId >= 0) return `answerTargets.answers[${a}][${badId}] = ${answer[badId]} is not a token id (0..${config.vocabSize - 1})`;
+    if (answerStart + answer.length > config.maxContext) {
+      return `answerTargets.answers[${a}] (${answer.length} tokens from index ${answerStart}) does not fit the context (${config.maxContext})`;
+    }
+  }
+  const keys = answers.map((answer) => answer.join(','));
+  if (new Set(keys).size !== keys.length) return `answerTargets.answers repeat an answer: [${keys.join('], [')}]`;
   const bad = weights.findIndex((w) => !(Number.isFinite(w) && w >= 0));
   if (bad >= 0) return `answerTargets.weights[${bad}] is ${weights[bad]}, expected a finite number >= 0`;
   return undefined;
@@ -230,12 +239,18 @@ export function maskedLogprobs(
   const width = Math.max(...sequences.map(({ ids }) => ids.length - 1));
   const parts = sameSequenceParts(sequences);
   const refLogprobs = coverage && partDistributions(sequences, parts, coverage.refDistributions, policy.config.vocabSize);
-  const answerWeights = answers?.some((a) => a !== undefined) ? partAnswerWeights(sequences, parts, answers, policy.config.vocabSize) : undefined;
+  // A part's answers are its first sequence's: the samples of a part share their context, so
+  // their turn's state and its prices.
+  const index = new Map(sequences.map((sequence, i) => [sequence, i]));
+  const answersOf = (first: MaskedSequence) => {
+    const targets = answers?.[index.get(first)!];
+    return targets ? { answers: { ids: targets.answers, weights: targets.weights } } : {};
+  };
   const scores = packedTargetScores(
     policy,
-    parts.map(([{ ids, lossMask }]) => ({ ids, positions: trainedTargets(lossMask) })),
+    parts.map(([first]) => ({ ids: first.ids, positions: trainedTargets(first.lossMask), ...answersOf(first) })),
     temperature,
-    { entropy, ...(refLogprobs ? { coverage: { refLogprobs, floor: coverage!.floor } } : {}), ...(answerWeights ? { answerWeights } : {}) },
+    { entropy, ...(refLogprobs ? { coverage: { refLogprobs, floor: coverage!.floor } } : {}) },
   );
   // Each sequence's row of its part, by a one-hot product (wasm has no gradient kernel for gather);
   // nothing to pick when every sequence is its own part (parts keep the order of first appearance).
@@ -260,31 +275,6 @@ export function maskedLogprobs(
     ...(scores.coverage ? { coverage: rows(scores.coverage) } : {}),
     ...(scores.answerScores ? { answerScores: rows(scores.answerScores) } : {}),
   };
-}
-
-/**
- * [K, V] weights for `packedTargetScores`: at each part's first trained target, the weight of
- * each answer's first token (the part's first sequence's: the samples of a part share their
- * context, so their turn's state and its prices); 0 at every other target.
- */
-function partAnswerWeights(
-  sequences: readonly MaskedSequence[],
-  parts: readonly MaskedSequence[][],
-  answers: readonly (AnswerTargets | undefined)[],
-  vocabSize: number,
-): tf.Tensor2D {
-  const index = new Map(sequences.map((sequence, i) => [sequence, i]));
-  const targets = parts.map(([first]) => trainedTargets(first.lossMask).length);
-  const weights = new Float32Array(targets.reduce((sum, n) => sum + n, 0) * vocabSize);
-  let row = 0;
-  parts.forEach(([first], p) => {
-    const answer = answers[index.get(first)!];
-    answer?.tokenIds.forEach((token, a) => {
-      weights[row * vocabSize + token] = answer.weights[a];
-    });
-    row += targets[p];
-  });
-  return tf.tensor2d(weights, [weights.length / vocabSize, vocabSize]);
 }
 
 /** The reference distributions of each part's first sequence, one part after another, as [K, V]. */
