@@ -250,8 +250,10 @@ interface LoadedBatch {
   trajectoryTimes: TrajectoryTime[];
   /** The policy version that sampled each trained token. */
   tokenVersions: number[];
-  /** Groups consumed by the step but not trained (see trainer.groupFilter). */
+  /** Groups consumed by the step but kept out of the policy gradient (see trainer.groupFilter). */
   skipped: GroupSummary[];
+  /** Of the skipped groups, those whose turns the all-moves term trained (`allMoves.everyGroup`). */
+  targetsOnly: GroupSummary[];
   /** Groups consumed by the step but not trained because one of their stored files is corrupt. */
   corrupt: GroupSummary[];
 }
@@ -296,13 +298,32 @@ async function readGroupUnlessCorrupt(
 
 /**
  * Reads the groups' turns from the store and turns them into training samples. Groups the group
- * filter skips, and groups with a corrupt stored file, are consumed without being trained.
+ * filter skips, and groups with a corrupt stored file, are consumed without being trained, except
+ * that with `allMoves.everyGroup` the skipped groups' turns still train the all-moves term.
  */
 async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step, groups, trainer }: TrainStepInput): Promise<LoadedBatch> {
-  const batch: LoadedBatch = { samples: [], turnCosts: [], trajectoryAdvantages: [], trajectoryTimes: [], tokenVersions: [], skipped: [], corrupt: [] };
+  const batch: LoadedBatch = {
+    samples: [],
+    turnCosts: [],
+    trajectoryAdvantages: [],
+    trajectoryTimes: [],
+    tokenVersions: [],
+    skipped: [],
+    targetsOnly: [],
+    corrupt: [],
+  };
+  const targetSamples: TrainingSample[] = [];
   for (const group of groups) {
     if (!passesGroupFilter(trainer.groupFilter, group)) {
       batch.skipped.push(group);
+      if (!trainer.turnCredit?.allMoves?.everyGroup) continue;
+      const records = await readGroupUnlessCorrupt(store, logger, runId, step, group);
+      if (!records) continue;
+      const samples = allMovesOnlySamples(records, trainer.turnCredit.allMoves);
+      if (samples.length === 0) continue;
+      batch.targetsOnly.push(group);
+      targetSamples.push(...samples.map(({ sample }) => sample));
+      batch.tokenVersions.push(...samples.flatMap(({ tokenVersions }) => tokenVersions));
       continue;
     }
     const records = await readGroupUnlessCorrupt(store, logger, runId, step, group);
@@ -348,7 +369,25 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
       batch.samples[j].advantage += costWeight * advantage;
     });
   }
+  // After the costs: those compare the policy-gradient turns among themselves.
+  batch.samples.push(...targetSamples);
   return batch;
+}
+
+/**
+ * A skipped group's turns as samples of the all-moves term alone: advantage 0, so the
+ * policy-gradient term gives them no gradient, and each turn's targets from its prices. Turns the
+ * environment did not price are left out.
+ */
+function allMovesOnlySamples({ turns, summaries }: GroupRecords, allMoves: AllMovesConfig): { sample: TrainingSample; tokenVersions: number[] }[] {
+  return turns.flatMap((record, i) =>
+    buildTrainingSequences(record).flatMap((sequence, k) => {
+      const answerTargets = allMovesTargets(summaries[i].turnAnswerPenalties?.[k], allMoves);
+      if (!answerTargets) return [];
+      const { ids, lossMask, behaviourLogprobs } = sequence;
+      return [{ sample: { ids, lossMask, behaviourLogprobs, advantage: 0, answerTargets }, tokenVersions: sequence.policyVersions.filter((v) => v >= 0) }];
+    }),
+  );
 }
 
 /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
@@ -439,6 +478,7 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
     version,
     groups: input.groups,
     groupsSkipped: batch.skipped.length,
+    groupsTargetsOnly: batch.targetsOnly.length,
     groupsCorrupt: batch.corrupt.length,
     advantages: batch.trajectoryAdvantages,
     train,

@@ -227,8 +227,8 @@ async function runOnce(
 
 /** How many of `curve`'s steps trained no group, and from which step none did to the end. */
 export function untrainedSteps(curve: readonly StepMetrics[]): UntrainedSteps {
-  // Runs recorded before groupsCorrupt existed lack it.
-  const trainedNothing = curve.map((m) => m.groups - m.groupsSkipped - (m.groupsCorrupt ?? 0) === 0);
+  // Runs recorded before groupsCorrupt or groupsTargetsOnly existed lack them.
+  const trainedNothing = curve.map((m) => m.groups - m.groupsSkipped - (m.groupsCorrupt ?? 0) === 0 && !m.groupsTargetsOnly);
   const from = settledIndex(trainedNothing);
   return {
     count: trainedNothing.filter(Boolean).length,

@@ -247,6 +247,13 @@ export const TurnCreditConfigSchema = z.strictObject({
     .strictObject({
       weight: z.number().gt(0),
       temperature: z.number().gt(0).default(0.05),
+      /**
+       * Whether the term also trains the turns of the groups `groupFilter` keeps out of the policy
+       * gradient (all solved or all failed). Its targets come from the prices, not from a
+       * comparison within the group, so those turns teach it as well as any: the failed maps hold
+       * the mistakes, and past the crossover most maps are solved by every episode alike.
+       */
+      everyGroup: z.boolean().default(false),
     })
     .optional(),
 });

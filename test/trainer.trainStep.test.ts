@@ -3,7 +3,8 @@
  * a train step whose batch holds a group with a corrupt stored file (a turn or a trajectory
  * summary) skips that group, logs it at error level with the file and the reason, and counts it as
  * groupsCorrupt while the rest of the batch trains as usual; a resumed run goes on where it
- * stopped; per-turn costs reach the gradient.
+ * stopped; per-turn costs reach the gradient; the all-moves term trains the groups the filter skips
+ * where asked.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -268,5 +269,37 @@ describe('every answer of a turn (trainer.turnCredit.allMoves)', () => {
   it('moves nothing without the term', async () => {
     const { store, trainStep } = await preparedTrainer({ turnCredit: { weight: 1 } });
     expect((await trainStep([await storeGroup(store, 'g-priced', 3, HEALTHY_TIME, priced(prices))])).metrics).toMatchObject({ sequences: 0, gradNorm: 0 });
+  });
+});
+
+describe('the all-moves term on the groups the filter skips (trainer.turnCredit.allMoves.everyGroup)', () => {
+  const prices = { left: 0.1, down: 0, right: 0, up: 0.1 };
+  // All solved: the mixed-outcomes filter keeps the group out of the policy gradient.
+  const solvedPriced: GroupShape = { rewards: [1, 1], freshContexts: true, answerPenalties: prices };
+  const filtered = (everyGroup: boolean) => ({ groupFilter: 'mixed-outcomes', turnCredit: { weight: 0, allMoves: { weight: 5, everyGroup } } });
+
+  it('trains the skipped group turn by turn on its prices alone', async () => {
+    const { store, trainStep, weightsOf } = await preparedTrainer(filtered(true));
+    const { metrics } = await trainStep([await storeGroup(store, 'g-solved', 3, HEALTHY_TIME, solvedPriced)]);
+    expect(metrics).toMatchObject({ groupsSkipped: 1, groupsTargetsOnly: 1, sequences: 4 });
+    expect(metrics.gradNorm).toBeGreaterThan(0);
+    const [before, after] = [await weightsOf(0), await weightsOf(1)];
+    expect(Object.keys(after).some((name) => after[name].some((value, i) => value !== before[name][i]))).toBe(true);
+  });
+
+  it('without everyGroup the same group is consumed untrained', async () => {
+    const { store, trainStep } = await preparedTrainer(filtered(false));
+    const { metrics } = await trainStep([await storeGroup(store, 'g-solved', 3, HEALTHY_TIME, solvedPriced)]);
+    expect(metrics).toMatchObject({ groupsSkipped: 1, groupsTargetsOnly: 0, sequences: 0, gradNorm: 0 });
+  });
+
+  it('adds the skipped group to a trained one, and leaves out a skipped group with no prices', async () => {
+    const { store, trainStep } = await preparedTrainer(filtered(true));
+    const mixed = await storeGroup(store, 'g-mixed', 3, HEALTHY_TIME, { freshContexts: true, answerPenalties: prices });
+    const unpriced = await storeGroup(store, 'g-unpriced', 3, HEALTHY_TIME, { rewards: [0, 0], freshContexts: true });
+    const solved = await storeGroup(store, 'g-solved', 3, HEALTHY_TIME, solvedPriced);
+    const { metrics } = await trainStep([mixed, unpriced, solved]);
+    // The mixed group's 4 turns, then the solved group's 4; the unpriced group has no targets.
+    expect(metrics).toMatchObject({ groups: 3, groupsSkipped: 2, groupsTargetsOnly: 1, sequences: 8 });
   });
 });

@@ -119,6 +119,7 @@ export class StandInTrainer {
       version,
       groups,
       groupsSkipped: 0,
+      groupsTargetsOnly: 0,
       groupsCorrupt: 0,
       advantages,
       train: { ...NOTHING_TRAINED, tokens: tokenVersions.length, sequences, stepMs: trainMs },

@@ -12,8 +12,16 @@ export interface StepMetrics extends TrainMetrics {
    * each can be checked to appear in exactly one step.
    */
   groupIds: string[];
-  /** Of those, the groups consumed but not trained: their episodes all solved the task or all failed (`trainer.groupFilter`). */
+  /**
+   * Of those, the groups kept out of the policy gradient: their episodes all solved the task or
+   * all failed (`trainer.groupFilter`).
+   */
   groupsSkipped: number;
+  /**
+   * Of the skipped groups, those whose turns the all-moves term trained all the same
+   * (`trainer.turnCredit.allMoves.everyGroup`); absent in runs recorded before it existed.
+   */
+  groupsTargetsOnly?: number;
   /**
    * Of those, the groups consumed but not trained because one of their stored files (a turn or a
    * trajectory summary) is corrupt; each is logged at error level with the file and the reason.
@@ -68,6 +76,7 @@ export interface StepInputs {
   version: number;
   groups: readonly GroupSummary[];
   groupsSkipped: number;
+  groupsTargetsOnly: number;
   groupsCorrupt: number;
   /** Advantage of every trained trajectory. */
   advantages: readonly number[];
@@ -101,6 +110,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     groups: inputs.groups.length,
     groupIds: inputs.groups.map((g) => g.groupId),
     groupsSkipped: inputs.groupsSkipped,
+    groupsTargetsOnly: inputs.groupsTargetsOnly,
     groupsCorrupt: inputs.groupsCorrupt,
     trajectories: rewards.length,
     rewardMean,
