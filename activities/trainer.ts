@@ -15,7 +15,7 @@ import { INVALID_CONFIG } from '../src/core/failures';
 import { passesGroupFilter } from '../src/core/groupStats';
 import { parseGroupOrTrajectoryId } from '../src/core/ids';
 import type { GroupSummary, TrajectorySummary, TrajectoryTime, TurnRecord } from '../src/core/records';
-import { buildTrainingSequences } from '../src/core/sequence';
+import { buildTrainingSequences, type TrainingSequence } from '../src/core/sequence';
 import type { Logger } from '../src/log';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadTrainerCheckpoint, saveTrainerCheckpoint } from '../src/model/weights';
@@ -319,11 +319,11 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
       if (!trainer.turnCredit?.allMoves?.everyGroup) continue;
       const records = await readGroupUnlessCorrupt(store, logger, runId, step, group);
       if (!records) continue;
-      const samples = allMovesOnlySamples(records, trainer.turnCredit.allMoves);
-      if (samples.length === 0) continue;
+      const priced = allMovesOnlySamples(records, trainer.turnCredit.allMoves);
+      if (priced.samples.length === 0) continue;
       batch.targetsOnly.push(group);
-      targetSamples.push(...samples.map(({ sample }) => sample));
-      batch.tokenVersions.push(...samples.flatMap(({ tokenVersions }) => tokenVersions));
+      targetSamples.push(...priced.samples);
+      batch.tokenVersions.push(...priced.tokenVersions);
       continue;
     }
     const records = await readGroupUnlessCorrupt(store, logger, runId, step, group);
@@ -349,15 +349,9 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
       trajectorySequences.forEach((sequence, k) => {
         const advantage = advantages[i] + (perTurn?.[i][k] ?? 0);
         const answerTargets = allMovesTargets(summaries[i].turnAnswerPenalties?.[k], trainer.turnCredit?.allMoves);
-        batch.samples.push({
-          ids: sequence.ids,
-          lossMask: sequence.lossMask,
-          behaviourLogprobs: sequence.behaviourLogprobs,
-          advantage,
-          ...(answerTargets ? { answerTargets } : {}),
-        });
+        batch.samples.push(turnSample(sequence, advantage, answerTargets));
         batch.turnCosts.push(summaries[i].turnPenalties?.[k] ?? 0);
-        batch.tokenVersions.push(...sequence.policyVersions.filter((v) => v >= 0));
+        batch.tokenVersions.push(...sampledVersions(sequence));
       });
       batch.trajectoryTimes.push(summaries[i].time);
     });
@@ -379,15 +373,26 @@ async function loadBatch(store: TrajectoryStorage, logger: Logger, { runId, step
  * policy-gradient term gives them no gradient, and each turn's targets from its prices. Turns the
  * environment did not price are left out.
  */
-function allMovesOnlySamples({ turns, summaries }: GroupRecords, allMoves: AllMovesConfig): { sample: TrainingSample; tokenVersions: number[] }[] {
-  return turns.flatMap((record, i) =>
-    buildTrainingSequences(record).flatMap((sequence, k) => {
+function allMovesOnlySamples({ turns, summaries }: GroupRecords, allMoves: AllMovesConfig): { samples: TrainingSample[]; tokenVersions: number[] } {
+  const priced = { samples: [] as TrainingSample[], tokenVersions: [] as number[] };
+  turns.forEach((record, i) =>
+    buildTrainingSequences(record).forEach((sequence, k) => {
       const answerTargets = allMovesTargets(summaries[i].turnAnswerPenalties?.[k], allMoves);
-      if (!answerTargets) return [];
-      const { ids, lossMask, behaviourLogprobs } = sequence;
-      return [{ sample: { ids, lossMask, behaviourLogprobs, advantage: 0, answerTargets }, tokenVersions: sequence.policyVersions.filter((v) => v >= 0) }];
+      if (!answerTargets) return;
+      priced.samples.push(turnSample(sequence, 0, answerTargets));
+      priced.tokenVersions.push(...sampledVersions(sequence));
     }),
   );
+  return priced;
+}
+
+function turnSample({ ids, lossMask, behaviourLogprobs }: TrainingSequence, advantage: number, answerTargets: AnswerTargets | undefined): TrainingSample {
+  return { ids, lossMask, behaviourLogprobs, advantage, ...(answerTargets ? { answerTargets } : {}) };
+}
+
+/** The policy version of each token the policy sampled (the tokens trajflow wrote carry -1). */
+function sampledVersions(sequence: TrainingSequence): number[] {
+  return sequence.policyVersions.filter((v) => v >= 0);
 }
 
 /** Version 0 of a run: the configured initial weights, after the format warm-up if asked. */
