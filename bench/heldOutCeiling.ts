@@ -8,8 +8,9 @@
  * it has to step back (left or up), which nothing in its first moves ever rewarded; these
  * policies never do, so they fail there. Their scores are the level a run's held-out success
  * reaches once it reads the holes, before it learns to plan around them, and they differ from seed
- * to seed because each seed evaluates on its own 32 maps. One more policy reads one cell further:
- * it does not move onto a cell that is such a dead end while the other move is open and is not one.
+ * to seed because each seed evaluates on its own maps (`eval.episodes` of them). One more policy
+ * reads one cell further: it does not move onto a cell that is such a dead end while the other
+ * move is open and is not one.
  * The last one reads no further than the one-step readers but steps back: where down and right
  * are both blocked it moves left or up (whichever is open, at even odds), and since it keeps
  * choosing between down and right at even odds, it may take the other way the next time.
