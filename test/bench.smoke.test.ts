@@ -14,6 +14,7 @@ import { INTERRUPTED_EXIT_CODE } from '../client/session';
 import { TemporalConfigSchema } from '../config/schema';
 import { taskQueuesFor } from '../workers/taskQueues';
 import { PROJECT_ROOT } from '../src/paths';
+import { loadRunConfig } from '../src/runConfig';
 import { freePort } from '../src/ports';
 import { startDevServer, stopDevServer } from '../src/temporal/devServer';
 
@@ -148,7 +149,9 @@ describe('benchmark scripts at tiny sizes', () => {
 
   test('npm run bench:held-out-ceiling', async () => {
     const output = await expectSuccess('heldOutCeiling', ['--seeds', '1,2'], 60_000);
-    expect(output).toContain('(32 a seed, as eval plays them, 12 moves at most)');
+    // It plays as many maps a seed as the example's evaluation does.
+    const { eval: evaluation, env } = loadRunConfig(path.join(PROJECT_ROOT, 'config/examples/frozenlake-random-train.yaml'));
+    expect(output).toContain(`(${evaluation.episodes} a seed, as eval plays them, ${env.maxSteps} moves at most)`);
     expect(output).toMatch(
       /^seed +shortest path +down, else right +right, else down +down or right at even odds +even odds, off dead ends +even odds, stepping back$/m,
     );
