@@ -3,8 +3,8 @@
  * and records the result once (train/eval-vNNNNNN.json marks it done; a retry returns it). The
  * embedded model is evaluated by the trainer worker on an engine of its own; a real model by an
  * inference worker (task queue `<prefix>-inference`), through the inference servers, which are
- * brought to the evaluated version first (or stay on a newer one that rollouts already use: the
- * record says which versions sampled).
+ * brought to the run's evaluated version first (or stay on a newer one of the run that rollouts
+ * already use: the record says which versions sampled), under the same lease as the run's turns.
  */
 import type { AgentConfig, EnvConfig, EvalConfig } from '../config/schema';
 import type { ChatFormat } from '../src/chat/format';
@@ -12,11 +12,11 @@ import type { Compatibility, ROLE_PARTS } from '../src/core/compatibility';
 import type { InferenceProvider } from '../src/inference/provider';
 import type { Logger } from '../src/log';
 import { evaluationSeeds, playEvaluation, type EvaluationResult } from '../src/rl/evaluate';
-import type { CheckpointStore } from '../src/store/checkpointStore';
 import { readJson, writeJsonAtomically } from '../src/store/files';
 import { appendJsonLine } from '../src/store/jsonLines';
 import { runLayout } from '../src/store/runLayout';
 import { refuseIfIncompatible } from './compatibility';
+import type { ServedWeights } from './servedWeights';
 import { withHeartbeat } from './heartbeat';
 
 export interface EvaluateInput {
@@ -77,25 +77,27 @@ export async function evaluateOnce(
 export interface ServerEvaluationDeps extends Omit<EvaluationRecorder, 'role'> {
   provider: InferenceProvider;
   chat: ChatFormat;
-  checkpoints: CheckpointStore;
+  /** The run weights the provider serves, shared with the process's inference activities. */
+  weights: ServedWeights;
   maxContext: number;
 }
 
 /** A real model's evaluation through the inference servers (served by inference workers). */
 export function createServerEvaluationActivities(deps: ServerEvaluationDeps) {
-  const { provider, chat, checkpoints, maxContext } = deps;
+  const { provider, chat, weights, maxContext } = deps;
   return {
     evaluate: (input: EvaluateInput) =>
-      evaluateOnce({ ...deps, role: 'inference' }, input, async () => {
-        await provider.loadWeights(checkpoints.location(input.runId, input.version), input.version);
-        return playEvaluation(provider, chat, maxContext, {
-          env: input.env,
-          agent: input.agent,
-          envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
-          temperature: input.eval.temperature,
-          maxTokens: input.maxTokens,
-        });
-      }),
+      evaluateOnce({ ...deps, role: 'inference' }, input, () =>
+        weights.with({ runId: input.runId, minVersion: input.version, followLatest: false }, () =>
+          playEvaluation(provider, chat, maxContext, {
+            env: input.env,
+            agent: input.agent,
+            envSeeds: evaluationSeeds(input.runSeed, input.eval.episodes),
+            temperature: input.eval.temperature,
+            maxTokens: input.maxTokens,
+          }),
+        ),
+      ),
   };
 }
 

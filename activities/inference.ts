@@ -18,11 +18,10 @@ import { nextPromptIds } from '../src/core/sequence';
 import type { ChatFormat } from '../src/chat/format';
 import type { ChatMessage } from '../src/core/tokenizer';
 import type { FinishReason, InferenceProvider } from '../src/inference/provider';
-import { RunWeightsLease } from '../src/inference/runWeightsLease';
-import type { CheckpointStore } from '../src/store/checkpointStore';
 import type { TrajectoryStorage } from '../src/store/trajectoryStore';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
+import { ServedWeights, type PolicyRequirement } from './servedWeights';
 import { tracer } from '../src/trace/recorder';
 
 export interface GenerateInput {
@@ -41,15 +40,7 @@ export interface GenerateInput {
   compatibility?: Compatibility;
 }
 
-export interface PolicyRequirement {
-  runId: string;
-  minVersion: number;
-  /** Turn-level weight sync: use the newest published version as soon as it exists. */
-  followLatest: boolean;
-}
-
-/** How long a looked-up "newest published version" is trusted before the folder is read again. */
-const LATEST_VERSION_TTL_MS = 500;
+export type { PolicyRequirement } from './servedWeights';
 
 /** What the workflow needs to go on; the token arrays stay in the store. */
 export interface GenerateOutput {
@@ -66,7 +57,8 @@ export interface GenerateOutput {
 export interface InferenceDeps {
   provider: InferenceProvider;
   store: TrajectoryStorage;
-  checkpoints: CheckpointStore;
+  /** The run weights the provider serves, shared with the process's other sampling activities. */
+  weights: ServedWeights;
   /** The served model's tokenizer and chat template. */
   chat: ChatFormat;
   maxContext: number;
@@ -96,51 +88,7 @@ export function samplingSeed(runSeed: number, trajectoryId: string, turn: number
   return hashString(`${runSeed}/${key}/${turn}`);
 }
 
-export function createInferenceActivities({ provider, store, checkpoints, chat, maxContext, compatibility, logger }: InferenceDeps) {
-  /** The run and version of the weights the provider holds, once a training run set them. */
-  let loaded: { runId: string; version: number } | undefined;
-  let loading: Promise<void> | undefined;
-  let latestSeen: { runId: string; version: number; at: number } | undefined;
-  const lease = new RunWeightsLease();
-
-  const satisfies = (runId: string, version: number) => loaded !== undefined && loaded.runId === runId && loaded.version >= version;
-
-  /** The newest published version of a run, read from disk at most every LATEST_VERSION_TTL_MS. */
-  async function newestPublished(runId: string): Promise<number> {
-    if (latestSeen?.runId !== runId || Date.now() - latestSeen.at > LATEST_VERSION_TTL_MS) {
-      latestSeen = { runId, version: (await checkpoints.latestVersion(runId)) ?? -1, at: Date.now() };
-    }
-    return latestSeen.version;
-  }
-
-  /**
-   * Makes the provider hold `need.runId`'s newest weights if it holds none as new as required.
-   * Concurrent calls share one load; newer-than-required is fine (and is what turn-level sync
-   * wants); episode-level sync is kept by the controller, which admits no trajectory needing a
-   * new version while older episodes are still running.
-   */
-  async function ensurePolicy(need: PolicyRequirement): Promise<void> {
-    // Looked up again after each load: a newest version refused as corrupt makes the one before it the newest.
-    const target = async () => (need.followLatest ? Math.max(need.minVersion, await newestPublished(need.runId)) : need.minVersion);
-    while (!satisfies(need.runId, await target())) {
-      loading ??= (async () => {
-        // Weight sync, traced under the generate call that started it (others wait inside theirs).
-        const from = loaded?.version ?? -1;
-        const version = await tracer.span('weights.load', { from }, async (span) => {
-          const to = await checkpoints.loadNewest(need.runId, need.minVersion, (location, v) => provider.loadWeights(location, v), logger);
-          span.set({ to });
-          return to;
-        });
-        loaded = { runId: need.runId, version };
-        latestSeen = undefined;
-        logger.info({ runId: need.runId, version }, 'switched to published weights');
-      })().finally(() => {
-        loading = undefined;
-      });
-      await loading;
-    }
-  }
-
+export function createInferenceActivities({ provider, store, weights, chat, maxContext, compatibility, logger }: InferenceDeps) {
   async function generate(input: GenerateInput): Promise<GenerateOutput> {
     const { runId, trajectoryId, turn } = input;
     const log = logger.child({ runId, trajectoryId, turn });
@@ -154,10 +102,7 @@ export function createInferenceActivities({ provider, store, checkpoints, chat, 
     const { policy } = input;
     if (!policy) return sampleTurn(input, log, startedAt);
     // From loading the run's weights until its tokens are sampled, no other run's request swaps them.
-    return lease.with(policy.runId, async () => {
-      await ensurePolicy(policy);
-      return sampleTurn(input, log, startedAt);
-    });
+    return weights.with(policy, () => sampleTurn(input, log, startedAt));
   }
 
   /** Samples the turn with the weights the provider holds and stores it. */

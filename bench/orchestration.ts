@@ -17,6 +17,7 @@ import { parseRunConfig } from '../src/runConfig';
 import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../activities/environment';
 import { createInferenceActivities } from '../activities/inference';
+import { ServedWeights } from '../activities/servedWeights';
 import { embeddedChatFormat } from '../src/chat/format';
 import { runRollout } from '../client/runRollout';
 import type { ChatMessage } from '../src/core/tokenizer';
@@ -180,10 +181,11 @@ async function runEpisodeInProcess(
   const env = createEnvActivities({ sessions, sessionQueue: 'in-process', compatibility, store, logger });
   const session = createSessionActivities({ sessions, logger });
   const checkpoints = new CheckpointStore(config.dataDir);
+  const provider = new ZeroLatencyProvider();
   const { generate } = createInferenceActivities({
-    provider: new ZeroLatencyProvider(),
+    provider,
     store,
-    checkpoints,
+    weights: new ServedWeights(provider, checkpoints, logger),
     chat: embeddedChatFormat,
     maxContext: config.model.maxContext,
     compatibility,

@@ -3,14 +3,17 @@
  * servers that answer with JSON shaped like SGLang 0.5.23's and vLLM 0.32's APIs and record what
  * they were sent. They run no model; the real servers are exercised by the real-model tests.
  */
+import { mkdtempSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { isAbortError } from '../src/inference/http/errors';
 import { createHttpProvider, type HttpProviderOptions } from '../src/inference/http/httpProvider';
 import { ServerPool } from '../src/inference/http/serverPool';
 import { sglangBackend, SglangGenerateRequestSchema } from '../src/inference/http/sglang';
-import { vllmBackend, VllmGenerateRequestSchema } from '../src/inference/http/vllm';
-import { spansProblem } from '../src/inference/http/weightVersions';
+import { LOADING_LABEL, vllmBackend, VllmGenerateRequestSchema } from '../src/inference/http/vllm';
+import { lineageOf, spansProblem } from '../src/inference/http/weightVersions';
 import type { GenerateRequest, InferenceProvider } from '../src/inference/provider';
 import { freePort } from '../src/ports';
 
@@ -140,8 +143,8 @@ interface ModelServerFixture extends FixtureServer {
   weightVersion: string;
   /** What its generate endpoint does: answer (default), or a reply of the test's choosing. */
   onGenerate: (request: RecordedRequest) => Reply | Promise<Reply>;
-  /** What every endpoint does before the above (to simulate a dead or failing server). */
-  override?: (request: RecordedRequest) => Reply | undefined;
+  /** What every endpoint does before the above (to simulate a dead, failing or slow server). */
+  override?: (request: RecordedRequest) => Reply | Promise<Reply> | undefined;
 }
 
 const COMPLETION = [11, 12, 2];
@@ -223,6 +226,10 @@ const generates = (fixture: FixtureServer, path = '/generate') => fixture.reques
 
 const where = { server: 'http://sglang:30000', endpoint: '/generate' };
 
+/** The lineage (run checkpoint folder) of checkpoints under /ckpt/, as labels carry it. */
+const LINEAGE_A = lineageOf('/ckpt/v000001');
+const label = (version: number, checkpoint = '/ckpt/v000001') => `${version}@${lineageOf(checkpoint)}`;
+
 describe('SGLang backend', () => {
   it('builds a /generate body of token ids with the sampling, seed and kept stop tokens', () => {
     const call = sglangBackend.generateCall(request(), 'trajflow-abc');
@@ -252,11 +259,18 @@ describe('SGLang backend', () => {
 
   it('reads ids, logprobs, the finish reason and the version of each token', () => {
     const spans = [
-      { version: '3', start: 0, end: 2 },
-      { version: '4', start: 2, end: 3 },
+      { version: `3@${LINEAGE_A}`, start: 0, end: 2 },
+      { version: `4@${LINEAGE_A}`, start: 2, end: 3 },
     ];
     const read = sglangBackend.readGenerate(sglangAnswer('r', [11, 12, 13], { version: '4', spans, finish: { type: 'length', length: 3 } }), where);
-    expect(read).toEqual({ completionIds: [11, 12, 13], logprobs: [-0.1, -0.2, -0.3], finish: 'length', firstVersion: 3, tokenVersions: [3, 3, 4] });
+    expect(read).toEqual({
+      completionIds: [11, 12, 13],
+      logprobs: [-0.1, -0.2, -0.3],
+      finish: 'length',
+      firstVersion: 3,
+      tokenVersions: [3, 3, 4],
+      lineages: [LINEAGE_A],
+    });
     expect(sglangBackend.readGenerate(sglangAnswer('r', [11, 2]), where).finish).toBe('stop');
     expect(sglangBackend.readGenerate(sglangAnswer('r', [11], { finish: { type: 'abort', message: 'Abort before prefill' } }), where).finish).toBe('aborted');
   });
@@ -319,7 +333,7 @@ describe('vLLM backend', () => {
   it('reads ids, logprobs, finish reasons and per-token versions from weight_versions spans', () => {
     const spans = [
       { version: '5', start: 0, end: 1 },
-      { version: '6', start: 1, end: 3 },
+      { version: `6@${LINEAGE_A}`, start: 1, end: 3 },
     ];
     expect(vllmBackend.readGenerate(vllmAnswer('x', [4, 5, 6], { spans, finish: 'length' }), vllmWhere)).toEqual({
       completionIds: [4, 5, 6],
@@ -327,6 +341,8 @@ describe('vLLM backend', () => {
       finish: 'length',
       firstVersion: 5,
       tokenVersions: [5, 6, 6],
+      // A plain number names no lineage.
+      lineages: ['', LINEAGE_A],
     });
     const one = [{ version: '2', start: 0, end: 1 }];
     expect(vllmBackend.readGenerate(vllmAnswer('x', [2], { spans: one }), vllmWhere).finish).toBe('stop');
@@ -402,9 +418,9 @@ describe('ServerPool', () => {
 
   it('forgets the version a server held once it goes down (it may come back restarted)', () => {
     const pool = new ServerPool(['a'], {}, () => 0);
-    pool.servers[0].knownVersion = 4;
+    pool.servers[0].knownWeights = { version: 4, lineage: 'run-a' };
     pool.markDown(pool.servers[0], new Error('gone'));
-    expect(pool.servers[0].knownVersion).toBeUndefined();
+    expect(pool.servers[0].knownWeights).toBeUndefined();
   });
 });
 
@@ -581,15 +597,15 @@ describe('HTTP provider: cancellation', () => {
 });
 
 describe('HTTP provider: weights', () => {
-  it('SGLang: loads the directory labelled with its version; later, skips a server another worker brought further', async () => {
+  it('SGLang: loads the directory labelled with its version and lineage; later, skips a server another worker of the run brought further', async () => {
     // A server's label may be another run's: the first sync of each server always loads.
-    const [fresh, labelled] = [await sglangFixture({ weightVersion: 'default' }), await sglangFixture({ weightVersion: '9' })];
+    const [fresh, labelled] = [await sglangFixture({ weightVersion: 'default' }), await sglangFixture({ weightVersion: label(9) })];
     const p = provider({ servers: [fresh.url, labelled.url] });
     await expect(p.loadWeights('/ckpt/v000003', 3)).resolves.toBe(3);
     for (const server of [fresh, labelled]) {
       expect(server.calls()).toEqual(['POST /update_weights_from_disk']);
       expect(server.bodiesTo('/update_weights_from_disk')).toEqual([
-        { model_path: '/ckpt/v000003', weight_version: '3', abort_all_requests: false, flush_cache: true },
+        { model_path: '/ckpt/v000003', weight_version: label(3), abort_all_requests: false, flush_cache: true },
       ]);
     }
 
@@ -599,35 +615,120 @@ describe('HTTP provider: weights', () => {
     expect((await p.generate(request())).policyVersion).toBe(3);
 
     // Another inference worker of the run has loaded version 5 there: it is kept.
-    fresh.weightVersion = '5';
-    labelled.weightVersion = '5';
+    fresh.weightVersion = label(5);
+    labelled.weightVersion = label(5);
     await p.loadWeights('/ckpt/v000004', 4);
     expect(fresh.calls().slice(-1)).toEqual(['GET /get_model_info']);
     expect(fresh.bodiesTo('/update_weights_from_disk')).toHaveLength(1);
   });
 
-  it('vLLM: pauses keeping requests, reloads from disk, drops old KV, labels the version, resumes', async () => {
+  it.each(['sglang', 'vllm'] as const)('%s: a worker that outlives a run loads the next run at its version 0, whatever the old numbers', async (backend) => {
+    const server = backend === 'sglang' ? await sglangFixture() : await vllmFixture();
+    const loads = () => server.bodiesTo(backend === 'sglang' ? '/update_weights_from_disk' : '/collective_rpc').length;
+    const p = provider({ backend, servers: [server.url] });
+    await p.loadWeights('/data/runs/a/checkpoints/v000040', 40);
+    expect((await p.generate(request())).policyVersion).toBe(40);
+    // Run B's version 0: a lower number, another run's checkpoint.
+    await expect(p.loadWeights('/data/runs/b/checkpoints/v000000', 0)).resolves.toBe(0);
+    expect(loads()).toBe(2);
+    expect(server.weightVersion).toBe(label(0, '/data/runs/b/checkpoints/v000000'));
+    expect((await p.generate(request())).policyVersion).toBe(0);
+    // The same number of the other run is another checkpoint too.
+    await p.loadWeights('/data/runs/a/checkpoints/v000000', 0);
+    expect(loads()).toBe(3);
+  });
+
+  it('never returns tokens another run loaded onto a shared server: it syncs the server again and resamples', async () => {
+    const a = await sglangFixture();
+    const p = provider({ servers: [a.url], backoff: { initialBackoffMs: 10 } });
+    await p.loadWeights('/data/runs/a/checkpoints/v000002', 2);
+    // Another process (run b) loads its weights there behind this provider's back.
+    a.weightVersion = label(7, '/data/runs/b/checkpoints/v000007');
+    const result = await p.generate(request());
+    expect(result.policyVersion).toBe(2);
+    expect(a.calls()).toEqual(['POST /update_weights_from_disk', 'POST /generate', 'POST /update_weights_from_disk', 'POST /generate']);
+    expect(a.bodiesTo('/update_weights_from_disk')[1]).toMatchObject({ weight_version: label(2, '/data/runs/a/checkpoints/v000002') });
+  });
+
+  it('vLLM: pauses keeping requests, labels it loading, reloads from disk, drops old KV, labels the version, resumes', async () => {
     const a = await vllmFixture();
     const p = provider({ backend: 'vllm', servers: [a.url] });
     await expect(p.loadWeights('/ckpt/v000002', 2)).resolves.toBe(2);
     expect(a.calls()).toEqual([
       'POST /pause?mode=keep',
+      'POST /update_weight_version',
       'POST /collective_rpc',
       'POST /reset_prefix_cache?reset_running_requests=true',
       'POST /update_weight_version',
       'POST /resume',
     ]);
     expect(a.bodiesTo('/collective_rpc')).toEqual([{ method: 'reload_weights', kwargs: { weights_path: '/ckpt/v000002' } }]);
-    expect(a.bodiesTo('/update_weight_version')).toEqual([{ new_version: '2' }]);
+    expect(a.bodiesTo('/update_weight_version')).toEqual([{ new_version: LOADING_LABEL }, { new_version: label(2) }]);
     expect((await p.generate(request())).policyVersion).toBe(2);
   });
 
-  it('vLLM: resumes the server when the reload fails, and reports the server message', async () => {
+  it.each([
+    ['fails', { status: 500, json: { error: { message: 'no config.json in /nowhere' } } }],
+    ['times out', 'hang'],
+  ] as const)('vLLM: a reload that %s leaves the server paused and unlabelled, and the next request loads again', async (how, reply) => {
     const a = await vllmFixture();
-    a.override = (r) => (r.url === '/collective_rpc' ? { status: 500, json: { error: { message: 'no config.json in /nowhere' } } } : undefined);
-    const p = provider({ backend: 'vllm', servers: [a.url] });
-    await expect(p.loadWeights('/nowhere', 1)).rejects.toThrow('no config.json in /nowhere');
-    expect(a.calls().slice(-2)).toEqual(['POST /collective_rpc', 'POST /resume']);
+    let failing = true;
+    a.override = (r) => (failing && r.url === '/collective_rpc' ? reply : undefined);
+    const p = provider({ backend: 'vllm', servers: [a.url], requestTimeoutS: 2, weightLoadTimeoutS: 0.3, backoff: { initialBackoffMs: 10 } });
+    // A server that answered with an error is reported; one that did not answer is left to load
+    // before its next request.
+    const load = p.loadWeights('/ckpt/v000001', 1);
+    await (how === 'fails' ? expect(load).rejects.toThrow('no config.json in /nowhere') : expect(load).resolves.toBe(1));
+    // Never resumed: it holds weights trajflow does not know, under a label nothing trusts.
+    expect(a.calls()).not.toContain('POST /resume');
+    expect(a.weightVersion).toBe(LOADING_LABEL);
+
+    failing = false;
+    expect((await p.generate(request())).policyVersion).toBe(1);
+    expect(a.calls().slice(-7)).toEqual([
+      'POST /pause?mode=keep',
+      'POST /update_weight_version',
+      'POST /collective_rpc',
+      'POST /reset_prefix_cache?reset_running_requests=true',
+      'POST /update_weight_version',
+      'POST /resume',
+      'POST /inference/v1/generate',
+    ]);
+  });
+
+  it('processes syncing one server take turns: their pause/reload/resume never interleave', async () => {
+    const a = await vllmFixture();
+    const reloads: { promise: Promise<void>; resolve: (value: void) => void }[] = [];
+    a.override = (r) => {
+      if (r.url !== '/collective_rpc') return undefined;
+      const held = deferred<void>();
+      reloads.push(held);
+      return held.promise.then(() => ({ json: { results: [null] } }));
+    };
+    const lockDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-sync-lock-'));
+    // Two providers stand for two inference processes: they share nothing but the lock folder.
+    const [p, q] = [0, 1].map(() => provider({ backend: 'vllm', servers: [a.url], syncLockDir: lockDir }));
+    const first = p.loadWeights('/data/runs/a/checkpoints/v000001', 1);
+    await until(() => reloads.length === 1);
+    const second = q.loadWeights('/data/runs/b/checkpoints/v000003', 3);
+    // q waits for p's lock: no second pause while p's reload is under way.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(a.calls().filter((call) => call === 'POST /pause?mode=keep')).toHaveLength(1);
+    reloads[0].resolve();
+    await first;
+    await until(() => reloads.length === 2);
+    reloads[1].resolve();
+    await second;
+    const oneSync = [
+      'POST /pause?mode=keep',
+      'POST /update_weight_version',
+      'POST /collective_rpc',
+      'POST /reset_prefix_cache?reset_running_requests=true',
+      'POST /update_weight_version',
+      'POST /resume',
+    ];
+    expect(a.calls()).toEqual([...oneSync, ...oneSync]);
+    expect(a.weightVersion).toBe(label(3, '/data/runs/b/checkpoints/v000003'));
   });
 
   it('SGLang: a load the server refuses is an error with its message', async () => {

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createInferenceActivities, type GenerateInput } from '../activities/inference';
+import { ServedWeights } from '../activities/servedWeights';
 import { parseRunConfig } from '../src/runConfig';
 import { embeddedChatFormat } from '../src/chat/format';
 import { compatibilityOf } from '../src/core/compatibility';
@@ -35,7 +36,7 @@ async function sampleTurns(turns: [runId: string, trajectory: number][], togethe
   const { generate } = createInferenceActivities({
     provider,
     store,
-    checkpoints,
+    weights: new ServedWeights(provider, checkpoints, logger),
     chat: embeddedChatFormat,
     maxContext: model.maxContext,
     compatibility: compatibilityOf(config, 'test'),

@@ -8,6 +8,7 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createServerEvaluationActivities } from '../activities/evaluation';
 import { createInferenceActivities, type InferenceActivities } from '../activities/inference';
+import { ServedWeights } from '../activities/servedWeights';
 import { chatFormatFor } from '../src/chat/load';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { EngineStats, InferenceProvider } from '../src/inference/provider';
@@ -35,13 +36,13 @@ export async function createInferenceHost(config: RunConfig, store: TrajectorySt
   const chat = await chatFormatFor(config.model);
   const compatibility = compatibilityOf(config, buildId());
   const { maxContext } = config.model;
+  // Turns and evaluations sample through one provider: they share its weights and their lease.
+  const weights = new ServedWeights(provider, checkpoints, logger);
   return {
     provider,
     activities: {
-      ...createInferenceActivities({ provider, store, checkpoints, chat, maxContext, compatibility, logger }),
-      ...(config.model.path
-        ? createServerEvaluationActivities({ provider, chat, checkpoints, maxContext, compatibility, dataDir: config.dataDir, logger })
-        : {}),
+      ...createInferenceActivities({ provider, store, weights, chat, maxContext, compatibility, logger }),
+      ...(config.model.path ? createServerEvaluationActivities({ provider, weights, chat, maxContext, compatibility, dataDir: config.dataDir, logger }) : {}),
     },
     activityInterceptors: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')],
     stats: engineStatsReporter(provider, enginesDir(config.dataDir)),

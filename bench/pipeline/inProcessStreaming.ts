@@ -7,6 +7,7 @@
  */
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../../activities/environment';
 import { createInferenceActivities } from '../../activities/inference';
+import { ServedWeights } from '../../activities/servedWeights';
 import { episodeSpecOf } from '../../client/session';
 import type { RunConfig } from '../../config/schema';
 import { embeddedChatFormat } from '../../src/chat/format';
@@ -30,7 +31,7 @@ export async function runStreamingInProcess({ stack, config, runId, model, logge
     inference: createInferenceActivities({
       provider: model,
       store: stack.store,
-      checkpoints: stack.checkpoints,
+      weights: new ServedWeights(model, stack.checkpoints, logger),
       chat: embeddedChatFormat,
       maxContext: config.model.maxContext,
       compatibility,

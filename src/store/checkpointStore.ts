@@ -7,6 +7,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../log';
+import { verifyCheckpointFolder } from './checkpointManifest';
 import { CorruptFileError } from './files';
 import { checkpointVersionOf, runLayout } from './runLayout';
 
@@ -16,6 +17,8 @@ export type CheckpointFormat = 'embedded' | 'huggingface';
 export class CheckpointStore {
   /** Each run's versions found corrupt: never loaded again by this process. */
   private readonly refused = new Map<string, Set<number>>();
+  /** Hugging Face folders checked against their manifests (a published folder never changes). */
+  private readonly verified = new Set<string>();
 
   constructor(
     readonly root: string,
@@ -49,9 +52,10 @@ export class CheckpointStore {
 
   /**
    * Loads the newest published version, `atLeast` or newer, through `load` (an inference
-   * provider's) and returns the version loaded. A version whose checkpoint is corrupt is refused
-   * for good, with an error logged, and the one before it used instead; throws if no usable
-   * version is new enough.
+   * provider's) and returns the version loaded. A Hugging Face folder is checked against its
+   * manifest before `load` sees it. A version whose checkpoint is corrupt is refused for good,
+   * with an error logged, and the one before it used instead; throws if no usable version is new
+   * enough.
    */
   async loadNewest(runId: string, atLeast: number, load: (location: string, version: number) => Promise<number>, logger: Logger): Promise<number> {
     for (;;) {
@@ -62,12 +66,21 @@ export class CheckpointStore {
         throw new Error(`run ${runId} has published no usable weights version >= ${atLeast} (latest: ${latest ?? 'none'}${note})`);
       }
       try {
-        return await load(this.location(runId, latest), latest);
+        const location = this.location(runId, latest);
+        await this.verify(location);
+        return await load(location, latest);
       } catch (err) {
         if (!(err instanceof CorruptFileError)) throw err;
         this.refused.set(runId, (this.refused.get(runId) ?? new Set()).add(latest));
         logger.error({ runId, version: latest, file: err.file, reason: err.reason }, 'refusing a corrupt checkpoint; using the version before it');
       }
     }
+  }
+
+  /** Checks a Hugging Face folder against its manifest, once per process (CorruptFileError if it differs). */
+  async verify(location: string): Promise<void> {
+    if (this.format !== 'huggingface' || this.verified.has(location)) return;
+    await verifyCheckpointFolder(location);
+    this.verified.add(location);
   }
 }

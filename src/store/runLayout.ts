@@ -4,6 +4,7 @@
  *   <dataDir>/trajflow-data.json               the mark of a data directory (dataMarker.ts)
  *   <dataDir>/engines/<workerId>.json          inference engines' counters (statsReporter)
  *   <dataDir>/env-workers/<workerId>.json      env workers' busy time (metrics/busy)
+ *   <dataDir>/locks/server-<key>.lock/         held while a process syncs a model server's weights
  *   <dataDir>/runs/<runId>/
  *     config.json                              the run's config, as started
  *     summary.json                             a rollout run's summary
@@ -49,6 +50,11 @@ export function dataMarkerFile(dataDir: string): string {
 /** Where inference engines publish their counters. */
 export function enginesDir(dataDir: string): string {
   return path.join(dataDir, 'engines');
+}
+
+/** Where processes take turns syncing a model server's weights (inference/http/serverSyncLock). */
+export function serverLocksDir(dataDir: string): string {
+  return path.join(dataDir, 'locks');
 }
 
 /** Where env workers publish their busy time. */

@@ -6,6 +6,7 @@
  */
 import type { GenerateRequest } from '../provider';
 import type { HttpCall } from './serverCall';
+import type { WeightsLabel } from './weightVersions';
 
 /** The one server a backend operation is about. */
 export interface ServerConnection {
@@ -30,6 +31,8 @@ export interface SampledCompletion {
   firstVersion: number;
   /** Policy version of each completion token. */
   tokenVersions: number[];
+  /** The lineage of every label that sampled (see ./weightVersions.ts). */
+  lineages: string[];
 }
 
 export interface ServerBackend {
@@ -40,11 +43,12 @@ export interface ServerBackend {
   readGenerate(json: unknown, source: AnswerSource): SampledCompletion;
   /** Asks the server to stop decoding a request this process no longer waits for. */
   abortCall(requestId: string): HttpCall;
-  /** The policy version of the weights the server holds, or undefined if it holds none trajflow labelled. */
-  weightVersion(server: ServerConnection, timeoutMs: number): Promise<number | undefined>;
+  /** The label of the weights the server holds, or undefined if it holds none trajflow labelled. */
+  weightLabel(server: ServerConnection, timeoutMs: number): Promise<WeightsLabel | undefined>;
   /**
-   * Makes the server serve the Hugging Face directory `checkpointDir`, labelled `version` (requests
-   * in flight finish or go on as the server does it; their answers record the versions).
+   * Makes the server serve the Hugging Face directory `checkpointDir` under `label` (requests in
+   * flight finish or go on as the server does it; their answers record the labels). A load that
+   * fails leaves the server serving nothing under a trajflow label it does not hold.
    */
-  loadWeights(server: ServerConnection, checkpointDir: string, version: number, timeouts: { controlMs: number; loadMs: number }): Promise<void>;
+  loadWeights(server: ServerConnection, checkpointDir: string, label: WeightsLabel, timeouts: { controlMs: number; loadMs: number }): Promise<void>;
 }

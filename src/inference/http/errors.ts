@@ -5,14 +5,15 @@
  * answer the same), and an abort error means the caller gave up.
  */
 
-/** The server did not answer usefully: connection refused or reset, a timeout, a 5xx, or its own abort. */
+/** The server did not answer usefully: connection refused or reset, a timeout, a 5xx, its own abort, or foreign weights. */
 export class ServerUnavailableError extends Error {
   override readonly name = 'ServerUnavailableError';
 
   constructor(
     readonly server: string,
     readonly endpoint: string,
-    readonly reason: 'connection' | 'timeout' | 'status' | 'aborted',
+    /** `weights`: it answered with tokens of weights other than the ones it was synced to. */
+    readonly reason: 'connection' | 'timeout' | 'status' | 'aborted' | 'weights',
     detail: string,
     readonly status?: number,
     options?: ErrorOptions,

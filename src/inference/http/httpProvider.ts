@@ -11,8 +11,13 @@
  * Temporal activity retry takes it from there). A 4xx answer, or an answer of the wrong shape,
  * fails it at once: another server would answer the same.
  *
- * Weights: loadWeights tells every live server to load the checkpoint directory labelled with its
- * version; a server that is down then is brought to that version before its next request.
+ * Weights: loadWeights tells every live server to load the checkpoint directory, labelled with
+ * its version and its run's lineage (./weightVersions.ts); a server that is down then is brought
+ * to it before its next request. The target is the checkpoint itself: a worker that outlives a run
+ * loads the next run's weights whatever their version numbers. An answer sampled by another
+ * lineage's weights (a server shared with another run, which reloaded it) is never returned: the
+ * server is synced again and the request retried. Syncs of one server by several processes take
+ * turns (./serverSyncLock.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -25,8 +30,10 @@ import { abortError, isAbortError, ServerUnavailableError } from './errors';
 import { linkAbort } from './linkedAbort';
 import { callServer } from './serverCall';
 import { ServerPool, type BackoffOptions, type ServerState } from './serverPool';
+import { ServerSyncLock } from './serverSyncLock';
 import { sglangBackend } from './sglang';
 import { vllmBackend } from './vllm';
+import { lineageOf, type WeightsLabel } from './weightVersions';
 
 export interface HttpProviderOptions {
   backend: 'vllm' | 'sglang';
@@ -41,6 +48,11 @@ export interface HttpProviderOptions {
   weightLoadTimeoutS?: number;
   /** How long a failed server is left alone (default 1 s, doubling to 30 s). */
   backoff?: BackoffOptions;
+  /**
+   * A folder every process syncing these servers shares (the data directory's locks/): their
+   * weight syncs of one server take turns. Without it, only this process's syncs do.
+   */
+  syncLockDir?: string;
   logger?: Logger;
 }
 
@@ -57,10 +69,9 @@ export function createHttpProvider(options: HttpProviderOptions): InferenceProvi
   return new HttpProvider(options);
 }
 
-/** The checkpoint every server should hold. */
-interface WeightsTarget {
+/** The checkpoint every server should hold, and its label. */
+interface WeightsTarget extends WeightsLabel {
   checkpoint: string;
-  version: number;
 }
 
 class HttpProvider implements InferenceProvider {
@@ -69,6 +80,7 @@ class HttpProvider implements InferenceProvider {
   private readonly requestTimeoutMs: number;
   private readonly weightLoadTimeoutMs: number;
   private readonly logger: Logger | undefined;
+  private readonly syncLock: ServerSyncLock | undefined;
   private target: WeightsTarget | undefined;
   /** The version of the last loadWeights that succeeded. */
   private loadedVersion: number | undefined;
@@ -81,13 +93,14 @@ class HttpProvider implements InferenceProvider {
   private waiting = 0;
   private generatedTokens = 0;
 
-  constructor({ backend, servers, requestTimeoutS, weightLoadTimeoutS, backoff, logger }: HttpProviderOptions) {
+  constructor({ backend, servers, requestTimeoutS, weightLoadTimeoutS, backoff, syncLockDir, logger }: HttpProviderOptions) {
     if (!(requestTimeoutS > 0)) throw new Error(`requestTimeoutS must be positive, got ${requestTimeoutS}`);
     this.backend = BACKENDS[backend];
     this.pool = new ServerPool(servers, backoff);
     this.requestTimeoutMs = requestTimeoutS * 1000;
     this.weightLoadTimeoutMs = (weightLoadTimeoutS ?? requestTimeoutS + 600) * 1000;
     this.logger = logger?.child({ component: 'inference-http', backend });
+    this.syncLock = syncLockDir === undefined ? undefined : new ServerSyncLock(syncLockDir);
     // Every request in flight listens to it: hundreds at once are expected, not a leak.
     setMaxListeners(0, this.closing.signal);
   }
@@ -105,7 +118,8 @@ class HttpProvider implements InferenceProvider {
 
   loadWeights(checkpoint: string, version: number): Promise<number> {
     return this.track(async () => {
-      if (!this.target || version >= this.target.version) this.target = { checkpoint, version };
+      // The caller names the weights it needs; one call at a time per run (activities/servedWeights.ts).
+      this.target = { checkpoint, version, lineage: lineageOf(checkpoint) };
       const outcomes = await Promise.allSettled(this.pool.servers.map((server) => this.loadOnServer(server)));
       const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [errorMessage(outcome.reason)] : []));
       if (failures.length > 0) throw new Error(`loading weights version ${version} from ${checkpoint} failed: ${failures.join('; ')}`);
@@ -184,6 +198,15 @@ class HttpProvider implements InferenceProvider {
         const sampled = this.backend.readGenerate(json, { server: server.url, endpoint: call.endpoint });
         // Not the caller's abort (that rejects the fetch): the server gave up on it, say for a pause.
         if (sampled.finish === 'aborted') throw new ServerUnavailableError(server.url, call.endpoint, 'aborted', 'the server aborted the request');
+        const foreign = this.foreignLineage(sampled.lineages);
+        if (foreign !== undefined) {
+          throw new ServerUnavailableError(
+            server.url,
+            call.endpoint,
+            'weights',
+            `the answer was sampled by weights of another run (lineage ${foreign || 'none'}, not ${this.target?.lineage}): another process loaded them; syncing again`,
+          );
+        }
         this.pool.markUp(server);
         this.generatedTokens += sampled.completionIds.length;
         return toResult(sampled, sentAt - startedAt, performance.now() - sentAt);
@@ -197,6 +220,12 @@ class HttpProvider implements InferenceProvider {
     } finally {
       server.inFlight--;
     }
+  }
+
+  /** A lineage among `lineages` that is not the target's, if any (any is fine before the first load). */
+  private foreignLineage(lineages: readonly string[]): string | undefined {
+    const target = this.target;
+    return target === undefined ? undefined : lineages.find((lineage) => lineage !== target.lineage);
   }
 
   private async waitForAServer(ms: number, signal: AbortSignal): Promise<void> {
@@ -241,38 +270,53 @@ class HttpProvider implements InferenceProvider {
     }
   }
 
-  /** Resolves once `server` holds the target weights (or newer), loading them if needed; one sync per server at a time. */
+  /**
+   * Resolves once `server` holds the target checkpoint (or a newer version of its lineage), loading
+   * it if needed; one sync per server at a time in this process, and across processes under the lock.
+   */
   private async syncBeforeUse(server: ServerState): Promise<void> {
     for (;;) {
       const target = this.target;
-      if (!target || (server.knownVersion !== undefined && server.knownVersion >= target.version)) return;
-      server.syncing ??= this.sync(server, target).finally(() => {
+      if (!target || holds(server.knownWeights, target)) return;
+      server.syncing ??= this.syncUnderLock(server, target).finally(() => {
         server.syncing = undefined;
       });
       await server.syncing;
     }
   }
 
+  private syncUnderLock(server: ServerState, target: WeightsTarget): Promise<void> {
+    return this.syncLock ? this.syncLock.hold(server.url, () => this.sync(server, target), this.closing.signal) : this.sync(server, target);
+  }
+
   private async sync(server: ServerState, target: WeightsTarget): Promise<void> {
     const connection = this.connection(server);
-    // A server's label is only a number: until this provider has loaded a server once, the label
-    // may be another run's (a server outlives runs), so the first sync always loads. After it,
-    // a newer version there was loaded by another inference worker of the same run: keep it.
-    const reported = server.knownVersion === undefined ? undefined : await this.backend.weightVersion(connection, CONTROL_TIMEOUT_MS);
-    if (reported !== undefined && reported >= target.version) {
-      server.knownVersion = reported;
+    // Until this provider has loaded a server once, its label may name weights loaded from a
+    // folder since rewritten (a data directory cleared and a run id used again), so the first
+    // sync always loads. After it, a newer version of the same lineage was loaded by another
+    // inference worker of the same run: keep it.
+    const reported = server.knownWeights === undefined ? undefined : await this.backend.weightLabel(connection, CONTROL_TIMEOUT_MS);
+    if (reported !== undefined && holds(reported, target)) {
+      server.knownWeights = reported;
       return;
     }
+    // From here until the load succeeds, what the server holds is unknown.
+    server.knownWeights = undefined;
     this.logger?.info({ server: server.url, from: reported ?? null, to: target.version, checkpoint: target.checkpoint }, 'model server loading weights');
     const started = performance.now();
-    await this.backend.loadWeights(connection, target.checkpoint, target.version, { controlMs: CONTROL_TIMEOUT_MS, loadMs: this.weightLoadTimeoutMs });
-    server.knownVersion = target.version;
+    await this.backend.loadWeights(connection, target.checkpoint, target, { controlMs: CONTROL_TIMEOUT_MS, loadMs: this.weightLoadTimeoutMs });
+    server.knownWeights = { version: target.version, lineage: target.lineage };
     this.logger?.info({ server: server.url, version: target.version, ms: Math.round(performance.now() - started) }, 'model server loaded weights');
   }
 
   private connection(server: ServerState): ServerConnection {
     return { url: server.url, send: (call, { timeoutMs }) => callServer(server.url, call, { timeoutMs, signal: this.closing.signal }) };
   }
+}
+
+/** Whether weights labelled `held` serve `target`: its lineage, its version or newer. */
+function holds(held: WeightsLabel | undefined, target: WeightsLabel): boolean {
+  return held !== undefined && held.lineage === target.lineage && held.version >= target.version;
 }
 
 function toResult(sampled: SampledCompletion, queueMs: number, decodeMs: number): GenerateResult {

@@ -7,6 +7,7 @@
  * an answer revives it. Only this process's requests are counted: servers shared with other
  * workers may be busier than they look, which least-loaded choice tolerates.
  */
+import type { WeightsLabel } from './weightVersions';
 
 export interface ServerState {
   readonly url: string;
@@ -20,10 +21,10 @@ export interface ServerState {
   /** When a request was last sent to it, to spread ties between equally loaded servers. */
   lastPickedAt: number;
   /**
-   * The policy version the server is known to hold. Undefined until read, and again after the
-   * server goes down: it may come back restarted, on its initial weights.
+   * The weights the server is known to hold. Undefined until loaded, while a load is under way or
+   * failed, and after the server goes down: it may come back restarted, on its initial weights.
    */
-  knownVersion?: number;
+  knownWeights?: WeightsLabel;
   /** The weight sync under way on this server, shared by every request that needs it. */
   syncing?: Promise<void>;
 }
@@ -82,7 +83,7 @@ export class ServerPool {
     server.failures++;
     server.downUntil = this.now() + backoffMs;
     server.lastError = error.message;
-    server.knownVersion = undefined;
+    server.knownWeights = undefined;
     return backoffMs;
   }
 

@@ -19,7 +19,16 @@ import { z } from 'zod';
 import type { GenerateRequest } from '../provider';
 import type { AnswerSource, SampledCompletion, ServerBackend, ServerConnection } from './backend';
 import { parseAnswer, type HttpCall } from './serverCall';
-import { labelProblem, spansProblem, tokenVersions, versionFromLabel, WeightVersionSpanSchema, type WeightVersionSpan } from './weightVersions';
+import {
+  formatLabel,
+  labelProblem,
+  parseLabel,
+  spansProblem,
+  tokenVersions,
+  WeightVersionSpanSchema,
+  type WeightsLabel,
+  type WeightVersionSpan,
+} from './weightVersions';
 
 const tokenId = z.number().int().nonnegative();
 
@@ -133,6 +142,7 @@ export const sglangBackend: ServerBackend = {
       finish: type === 'abort' ? 'aborted' : type,
       firstVersion: versions.first,
       tokenVersions: versions.perToken,
+      lineages: versions.lineages,
     };
   },
 
@@ -140,19 +150,19 @@ export const sglangBackend: ServerBackend = {
     return { method: 'POST', endpoint: '/abort_request', body: { rid: requestId } };
   },
 
-  async weightVersion(server: ServerConnection, timeoutMs: number): Promise<number | undefined> {
+  async weightLabel(server: ServerConnection, timeoutMs: number): Promise<WeightsLabel | undefined> {
     // /get_model_info: deprecated in 0.5.23 in favour of /model_info (it logs a warning) but
     // present across 0.5.x; read once per weight sync.
     const endpoint = '/get_model_info';
     const info = parseAnswer(ModelInfoSchema, await server.send({ method: 'GET', endpoint }, { timeoutMs }), server.url, endpoint);
-    return versionFromLabel(info.weight_version);
+    return parseLabel(info.weight_version);
   },
 
-  async loadWeights(server: ServerConnection, checkpointDir: string, version: number, { loadMs }): Promise<void> {
+  async loadWeights(server: ServerConnection, checkpointDir: string, label: WeightsLabel, { loadMs }): Promise<void> {
     const endpoint = '/update_weights_from_disk';
     // Requests in flight finish first (the server's writer lock), so none is aborted; the KV and
     // prefix caches of the old weights are flushed. A failed load answers 400 with the message.
-    const body = { model_path: checkpointDir, weight_version: String(version), abort_all_requests: false, flush_cache: true };
+    const body = { model_path: checkpointDir, weight_version: formatLabel(label), abort_all_requests: false, flush_cache: true };
     const answer = parseAnswer(UpdateWeightsAnswerSchema, await server.send({ method: 'POST', endpoint, body }, { timeoutMs: loadMs }), server.url, endpoint);
     if (!answer.success) throw new Error(`${server.url} ${endpoint} did not load ${checkpointDir}: ${answer.message || 'success: false'}`);
   },

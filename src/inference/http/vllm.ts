@@ -23,7 +23,7 @@ import { z } from 'zod';
 import type { GenerateRequest } from '../provider';
 import type { AnswerSource, SampledCompletion, ServerBackend, ServerConnection } from './backend';
 import { parseAnswer, type HttpCall } from './serverCall';
-import { labelProblem, spansProblem, tokenVersions, versionFromLabel, WeightVersionSpanSchema } from './weightVersions';
+import { formatLabel, labelProblem, parseLabel, spansProblem, tokenVersions, WeightVersionSpanSchema, type WeightsLabel } from './weightVersions';
 
 const tokenId = z.number().int().nonnegative();
 
@@ -92,6 +92,9 @@ export function vllmEngineRequestId(requestId: string): string {
   return `generate-tokens-${requestId}`;
 }
 
+/** The label of a server whose weights are being replaced: no trajflow version, so nothing trusts it. */
+export const LOADING_LABEL = 'trajflow-loading';
+
 const WeightInfoSchema = z.looseObject({ weight_version: z.string().nullish() });
 const ResetPrefixCacheSchema = z.looseObject({ success: z.boolean() });
 
@@ -131,6 +134,7 @@ export const vllmBackend: ServerBackend = {
       finish: choice.finish_reason === 'abort' ? 'aborted' : choice.finish_reason,
       firstVersion: versions.first,
       tokenVersions: versions.perToken,
+      lineages: versions.lineages,
     };
   },
 
@@ -139,32 +143,31 @@ export const vllmBackend: ServerBackend = {
     return { method: 'POST', endpoint: '/inference/v1/abort_requests', body: { request_ids: [vllmEngineRequestId(requestId)] } };
   },
 
-  async weightVersion(server: ServerConnection, timeoutMs: number): Promise<number | undefined> {
+  async weightLabel(server: ServerConnection, timeoutMs: number): Promise<WeightsLabel | undefined> {
     const endpoint = '/weight_info';
     const info = parseAnswer(WeightInfoSchema, await server.send({ method: 'GET', endpoint }, { timeoutMs }), server.url, endpoint);
-    return versionFromLabel(info.weight_version);
+    return parseLabel(info.weight_version);
   },
 
   /**
-   * Pause keeping requests in flight, reload from disk, drop every KV block the old weights
-   * computed (running requests are preempted and recomputed, so nothing mixes two versions
-   * inside one forward pass unrecorded), label the version, resume. The tokens sampled after the
-   * resume carry the new label in their answers' spans. Resumes even when a step fails.
+   * Pause keeping requests in flight, label the server as loading, reload from disk, drop every KV
+   * block the old weights computed (running requests are preempted and recomputed, so nothing
+   * mixes two versions inside one forward pass unrecorded), label the version, resume. The tokens
+   * sampled after the resume carry the new label in their answers' spans.
+   *
+   * A step that fails or times out leaves the server paused under the loading label: after a
+   * failed reload its weights are unknown (perhaps half loaded), so it must not sample under the
+   * old label. The next sync (this process's or another's) pauses it again, reloads and resumes.
    */
-  async loadWeights(server: ServerConnection, checkpointDir: string, version: number, { controlMs, loadMs }): Promise<void> {
+  async loadWeights(server: ServerConnection, checkpointDir: string, label: WeightsLabel, { controlMs, loadMs }): Promise<void> {
     const post = (endpoint: string, body?: unknown, timeoutMs = controlMs) => server.send({ method: 'POST', endpoint, body }, { timeoutMs });
     await post('/pause?mode=keep');
-    try {
-      await post('/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: checkpointDir } }, loadMs);
-      const endpoint = '/reset_prefix_cache?reset_running_requests=true';
-      const reset = parseAnswer(ResetPrefixCacheSchema, await post(endpoint), server.url, endpoint);
-      if (!reset.success) throw new Error(`${server.url} ${endpoint}: the server could not drop the old weights' KV cache`);
-      await post('/update_weight_version', { new_version: String(version) });
-    } catch (error) {
-      // A paused server serves nothing: resume it, and report what failed first.
-      await post('/resume').catch(() => undefined);
-      throw error;
-    }
+    await post('/update_weight_version', { new_version: LOADING_LABEL });
+    await post('/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: checkpointDir } }, loadMs);
+    const endpoint = '/reset_prefix_cache?reset_running_requests=true';
+    const reset = parseAnswer(ResetPrefixCacheSchema, await post(endpoint), server.url, endpoint);
+    if (!reset.success) throw new Error(`${server.url} ${endpoint}: the server could not drop the old weights' KV cache`);
+    await post('/update_weight_version', { new_version: formatLabel(label) });
     await post('/resume');
   },
 };
