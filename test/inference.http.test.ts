@@ -167,8 +167,10 @@ async function sglangFixture(options: { weightVersion?: string; port?: number } 
   return Object.assign(state, fixture);
 }
 
-async function vllmFixture(options: { weightVersion?: string } = {}): Promise<ModelServerFixture> {
-  const state = { weightVersion: options.weightVersion ?? 'default' } as ModelServerFixture;
+async function vllmFixture(options: { weightVersion?: string; logprobsMode?: string } = {}): Promise<ModelServerFixture & { logprobsMode: string }> {
+  const state = { weightVersion: options.weightVersion ?? 'default', logprobsMode: options.logprobsMode ?? 'processed_logprobs' } as ModelServerFixture & {
+    logprobsMode: string;
+  };
   state.onGenerate = (r) => {
     const id = (r.body as { request_id: string }).request_id;
     return { json: vllmAnswer(id, COMPLETION, { spans: [{ version: state.weightVersion, start: 0, end: COMPLETION.length }] }) };
@@ -178,6 +180,7 @@ async function vllmFixture(options: { weightVersion?: string } = {}): Promise<Mo
     if (overridden) return overridden;
     if (r.url === '/inference/v1/generate') return state.onGenerate(r);
     if (r.url === '/weight_info') return { json: { weight_version: state.weightVersion } };
+    if (r.url === '/server_info?config_format=json') return { json: { vllm_config: { model_config: { logprobs_mode: state.logprobsMode } }, vllm_env: {} } };
     if (r.url === '/pause?mode=keep') return { json: { status: 'paused' } };
     if (r.url === '/collective_rpc') return { json: { results: [null] } };
     if (r.url === '/reset_prefix_cache?reset_running_requests=true') return { json: { success: true } };
@@ -655,6 +658,8 @@ describe('HTTP provider: weights', () => {
     const p = provider({ backend: 'vllm', servers: [a.url] });
     await expect(p.loadWeights('/ckpt/v000002', 2)).resolves.toBe(2);
     expect(a.calls()).toEqual([
+      // Once per server: it reports the logprobs of the sampling distribution.
+      'GET /server_info?config_format=json',
       'POST /pause?mode=keep',
       'POST /update_weight_version',
       'POST /collective_rpc',
@@ -665,6 +670,13 @@ describe('HTTP provider: weights', () => {
     expect(a.bodiesTo('/collective_rpc')).toEqual([{ method: 'reload_weights', kwargs: { weights_path: '/ckpt/v000002' } }]);
     expect(a.bodiesTo('/update_weight_version')).toEqual([{ new_version: LOADING_LABEL }, { new_version: label(2) }]);
     expect((await p.generate(request())).policyVersion).toBe(2);
+  });
+
+  it("vLLM: refuses a server that reports the raw logits' logprobs, naming the flag", async () => {
+    const a = await vllmFixture({ logprobsMode: 'raw_logprobs' });
+    const p = provider({ backend: 'vllm', servers: [a.url] });
+    await expect(p.loadWeights('/ckpt/v000001', 1)).rejects.toThrow(/logprobs_mode "raw_logprobs".*--logprobs-mode processed_logprobs/);
+    expect(a.calls()).toEqual(['GET /server_info?config_format=json']);
   });
 
   it.each([
@@ -727,7 +739,8 @@ describe('HTTP provider: weights', () => {
       'POST /update_weight_version',
       'POST /resume',
     ];
-    expect(a.calls()).toEqual([...oneSync, ...oneSync]);
+    const check = 'GET /server_info?config_format=json';
+    expect(a.calls()).toEqual([check, ...oneSync, check, ...oneSync]);
     expect(a.weightVersion).toBe(label(3, '/data/runs/b/checkpoints/v000003'));
   });
 

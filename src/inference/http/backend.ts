@@ -43,6 +43,11 @@ export interface ServerBackend {
   readGenerate(json: unknown, source: AnswerSource): SampledCompletion;
   /** Asks the server to stop decoding a request this process no longer waits for. */
   abortCall(requestId: string): HttpCall;
+  /**
+   * Checks, once per server before its first weight load, that the server is set up as trajflow
+   * needs it; throws an error naming what to change.
+   */
+  checkServer?(server: ServerConnection, timeoutMs: number): Promise<void>;
   /** The label of the weights the server holds, or undefined if it holds none trajflow labelled. */
   weightLabel(server: ServerConnection, timeoutMs: number): Promise<WeightsLabel | undefined>;
   /**

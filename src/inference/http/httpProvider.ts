@@ -60,6 +60,8 @@ const BACKENDS: Record<HttpProviderOptions['backend'], ServerBackend> = { sglang
 
 /** Version reads, pause / resume, labels: small calls with no model work behind them. */
 const CONTROL_TIMEOUT_MS = 10_000;
+/** A server's one-time set-up check (vLLM's /server_info gathers its environment the first time). */
+const SERVER_CHECK_TIMEOUT_MS = 60_000;
 /** Telling a server to drop a cancelled request is a courtesy: the cancellation does not wait longer. */
 const ABORT_NOTICE_TIMEOUT_MS = 2_000;
 /** A request fails after this many request timeouts without any server answering it. */
@@ -291,6 +293,10 @@ class HttpProvider implements InferenceProvider {
 
   private async sync(server: ServerState, target: WeightsTarget): Promise<void> {
     const connection = this.connection(server);
+    if (!server.checked) {
+      await this.backend.checkServer?.(connection, SERVER_CHECK_TIMEOUT_MS);
+      server.checked = true;
+    }
     // Until this provider has loaded a server once, its label may name weights loaded from a
     // folder since rewritten (a data directory cleared and a run id used again), so the first
     // sync always loads. After it, a newer version of the same lineage was loaded by another

@@ -25,6 +25,8 @@ export interface ServerState {
    * failed, and after the server goes down: it may come back restarted, on its initial weights.
    */
   knownWeights?: WeightsLabel;
+  /** Whether the backend's set-up check (checkServer) passed on it. */
+  checked?: boolean;
   /** The weight sync under way on this server, shared by every request that needs it. */
   syncing?: Promise<void>;
 }

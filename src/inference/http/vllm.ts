@@ -95,6 +95,10 @@ export function vllmEngineRequestId(requestId: string): string {
 /** The label of a server whose weights are being replaced: no trajflow version, so nothing trusts it. */
 export const LOADING_LABEL = 'trajflow-loading';
 
+const ServerInfoSchema = z.looseObject({
+  vllm_config: z.looseObject({ model_config: z.looseObject({ logprobs_mode: z.string() }) }),
+});
+
 const WeightInfoSchema = z.looseObject({ weight_version: z.string().nullish() });
 const ResetPrefixCacheSchema = z.looseObject({ success: z.boolean() });
 
@@ -141,6 +145,22 @@ export const vllmBackend: ServerBackend = {
   abortCall(requestId: string): HttpCall {
     // Mounted next to /inference/v1/generate (also without dev mode); it takes engine request ids.
     return { method: 'POST', endpoint: '/inference/v1/abort_requests', body: { request_ids: [vllmEngineRequestId(requestId)] } };
+  },
+
+  /**
+   * The server must report the logprobs of the distribution it sampled from (after temperature):
+   * vLLM's default, `raw_logprobs`, reports the raw logits' instead, which would train every token
+   * with a wrong behaviour logprob. /server_info is a dev-mode endpoint, like the weight endpoints.
+   */
+  async checkServer(server: ServerConnection, timeoutMs: number): Promise<void> {
+    const endpoint = '/server_info?config_format=json';
+    const info = parseAnswer(ServerInfoSchema, await server.send({ method: 'GET', endpoint }, { timeoutMs }), server.url, endpoint);
+    const mode = info.vllm_config.model_config.logprobs_mode;
+    if (mode !== 'processed_logprobs') {
+      throw new Error(
+        `${server.url} reports logprobs_mode ${JSON.stringify(mode)}: trajflow needs the logprobs of the sampling distribution; start vLLM with --logprobs-mode processed_logprobs`,
+      );
+    }
   },
 
   async weightLabel(server: ServerConnection, timeoutMs: number): Promise<WeightsLabel | undefined> {

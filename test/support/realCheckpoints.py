@@ -1,0 +1,55 @@
+"""
+Real-model checkpoints for the TypeScript tests, made and scored with the trainer's own code.
+
+    python realCheckpoints.py publish <base model dir> <checkpoint dir> [<noise seed>]
+        publishes <base> (or, with a seed, its weights plus small Gaussian noise) as a trajflow
+        checkpoint folder: manifest included, renamed into place as the trainer publishes.
+    python realCheckpoints.py score <request json>
+        {"checkpoint", "temperature", "samples": [{"prompt": [...], "completion": [...]}]} ->
+        prints {"logprobs": [[...], ...]}: each completion token's logprob under the checkpoint,
+        as the trainer computes it.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from trajflow_py.trainer.files import publish_directory
+from trajflow_py.trainer.policy import copy_model_dir, load_model, save_checkpoint, target_logprobs
+
+NOISE_STD = 0.02
+
+
+def publish(base: Path, dest: Path, seed: int | None) -> None:
+    if seed is None:
+        publish_directory(dest, lambda partial: copy_model_dir(base, partial))
+        return
+    model = load_model(base, "float32", torch.device("cpu"))
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * NOISE_STD)
+    publish_directory(dest, lambda partial: save_checkpoint(model, None, base, partial))
+
+
+def score(request: dict) -> dict:
+    model = load_model(Path(request["checkpoint"]), "float32", torch.device("cpu"))
+    out = []
+    with torch.no_grad():
+        for sample in request["samples"]:
+            ids = sample["prompt"] + sample["completion"]
+            targets = list(range(len(sample["prompt"]) - 1, len(ids) - 1))
+            out.append(target_logprobs(model, ids, targets, request["temperature"]).tolist())
+    return {"logprobs": out}
+
+
+if __name__ == "__main__":
+    command, *args = sys.argv[1:]
+    if command == "publish":
+        publish(Path(args[0]), Path(args[1]), int(args[2]) if len(args) > 2 else None)
+    elif command == "score":
+        print(json.dumps(score(json.loads(Path(args[0]).read_text()))))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
