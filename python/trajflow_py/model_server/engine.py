@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 PREFILL_TOKEN_BUDGET = 16384
 
 
+
+#: The label of weights a failed update left half copied (no trajflow version).
+INCONSISTENT_LABEL = "trajflow-inconsistent"
+
+
 class DuplicateRequest(ValueError):
     """A rid that is already waiting or running."""
 
@@ -293,6 +298,10 @@ class Engine:
                 self._model_path = update.model_path
                 if update.version is not None:
                     self._weight_version = update.version
+            else:
+                # Half-copied weights are nobody's version: answers carry a label no client
+                # trusts until a load succeeds.
+                self._weight_version = INCONSISTENT_LABEL
             log.info("%s (weight_version %s)", message, self._weight_version)
             self._resolve_update(update, success, message)
 
