@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import type { AgentConfig, EnvConfig } from '../config/schema';
 import type { NextTurn } from '../src/agents/agent';
 import type { Compatibility } from '../src/core/compatibility';
+import { environmentIsolation } from '../src/plugins/registry';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
@@ -86,6 +87,8 @@ export interface OpenSessionOutput {
   activityMs: number;
   /** What the model is shown next (after the replayed answers, if any). */
   next: NextTurn;
+  /** How this worker confines the environment's code (a sandbox's level), for the trajectory's details. */
+  isolation?: string;
 }
 
 export interface SessionTurnInput {
@@ -172,7 +175,7 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     };
     const next = await withinTurnTimeout(turnTimeoutMs * (1 + input.replayAnswers.length), `opening session ${input.sessionId}`, open());
     logger.debug({ sessionId: input.sessionId, replayed: input.replayAnswers.length }, 'environment session opened');
-    return deliverable({ sessionQueue, next, activityMs: performance.now() - startedAt });
+    return deliverable({ sessionQueue, next, activityMs: performance.now() - startedAt, isolation: environmentIsolation(input.env) });
   }
 
   /** The trajectory's reward (src/core/episode), for trajectories recorded before the workflow computed it. */

@@ -2,7 +2,15 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BashSandbox, probeConfinement, sweepStaleSandboxes } from '../src/sandbox/bash';
+import {
+  BashSandbox,
+  isolationLevel,
+  probeConfinement,
+  refuseWeakIsolation,
+  sweepStaleSandboxes,
+  WeakIsolationError,
+  type Confinement,
+} from '../src/sandbox/bash';
 
 const confinement = probeConfinement();
 const options = { commandTimeoutMs: 10_000, maxOutputBytes: 64 * 1024 };
@@ -131,7 +139,7 @@ describe('memory limit', () => {
   /** Allocates (and touches) `mib` MiB in one python3 process, then says so. */
   const allocate = (mib: number) => `python3 -c 'b = bytearray(${mib} * 2**20); print("allocated", len(b) >> 20)'`;
 
-  test(`a command allocating twice its limit is stopped and says so (${confinement.memoryLimit === 'command' ? 'cgroup per command' : 'ulimit -v per process'}); the sandbox and another one go on`, async () => {
+  test(`a command allocating twice its limit is stopped and says so (${confinement.memoryLimit === 'sandbox' ? 'cgroup per command and sandbox' : 'ulimit -v per process'}); the sandbox and another one go on`, async () => {
     await sandbox.close();
     sandbox = await BashSandbox.create({ ...options, maxMemoryBytes: limit });
     const other = await BashSandbox.create(options);
@@ -154,8 +162,8 @@ describe('memory limit', () => {
     }
   });
 
-  const perCommandTest = confinement.memoryLimit === 'command' ? test : test.skip;
-  if (confinement.memoryLimit !== 'command') {
+  const perCommandTest = confinement.memoryLimit === 'sandbox' ? test : test.skip;
+  if (confinement.memoryLimit !== 'sandbox') {
     console.warn(
       "SKIPPED memory-per-command test: this machine gives no memory cgroup, so memory is capped per process (ulimit -v) and a command's processes together may use more",
     );
@@ -169,6 +177,94 @@ describe('memory limit', () => {
     expect(r.stdout).not.toContain('survived');
     expect(r.limitsReached).toEqual(['memory']);
   });
+});
+
+describe('weak isolation', () => {
+  const weak: Confinement = {
+    namespaces: false,
+    noNetwork: false,
+    readOnlyOutside: false,
+    scratchQuota: false,
+    memoryLimit: 'process',
+    processLimit: 'sharedUid',
+    description: ['no namespaces: network reachable', 'util-linux unshare or setpriv not found'],
+  };
+
+  test('is refused with what is missing and the config key that accepts it', () => {
+    expect(() => refuseWeakIsolation(weak, false)).toThrow(WeakIsolationError);
+    expect(() => refuseWeakIsolation(weak, false)).toThrow(
+      /bash sandbox refused: this machine allows no user, network and mount namespaces.*util-linux unshare or setpriv not found.*`allowWeakIsolation: true`.*env\.allowWeakIsolation/,
+    );
+    expect(() => refuseWeakIsolation(weak, true)).not.toThrow();
+    expect(isolationLevel(weak)).toMatch(/^WEAK: no namespaces/);
+  });
+
+  test("this machine's sandboxes are refused exactly when it gives no namespaces", async () => {
+    console.log(`bash sandbox isolation level on this machine: ${isolationLevel(confinement)}`);
+    if (confinement.namespaces) {
+      expect(() => refuseWeakIsolation(confinement, false)).not.toThrow();
+      expect(isolationLevel(confinement)).toMatch(/^namespaces \(no network, read-only outside the scratch dir\)/);
+    } else {
+      await expect(BashSandbox.create(options)).rejects.toThrow(/allowWeakIsolation/);
+      const accepted = await BashSandbox.create({ ...options, allowWeakIsolation: true });
+      await accepted.close();
+    }
+  });
+});
+
+describe('process limit', () => {
+  const perSandbox = confinement.processLimit === 'cgroup' || confinement.processLimit === 'userNamespace';
+  if (!perSandbox) {
+    console.warn(
+      `SKIPPED fork bomb test: this machine gives no per-sandbox process limit (processLimit ${confinement.processLimit}: ${confinement.description.join('; ')})`,
+    );
+  }
+  (perSandbox ? test : test.skip)(
+    `a fork bomb is held to its sandbox's cap (${confinement.processLimit}); a sandbox beside it runs its command`,
+    async () => {
+      await sandbox.close();
+      sandbox = await BashSandbox.create({ ...options, commandTimeoutMs: 4000, maxProcesses: 64 });
+      const other = await BashSandbox.create({ ...options, maxProcesses: 64 });
+      try {
+        // Every process keeps forking and stays alive, so the bomb holds its cap until the timeout.
+        const bomb = sandbox.run('bomb() { bomb | bomb & sleep 30; }; bomb');
+        // Give the bomb time to reach its cap before the neighbour starts.
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        const neighbour = await other.run('for i in $(seq 30); do sleep 0.2 & done; wait; echo all 30 ran');
+        expect(neighbour).toMatchObject({ exitCode: 0, stdout: 'all 30 ran\n', stderr: '', timedOut: false });
+        const bombed = await bomb;
+        // It hit the cap (fork failed), and the timeout ended it.
+        expect(bombed.timedOut).toBe(true);
+        expect(bombed.stderr).toMatch(/fork: (retry: )?Resource temporarily unavailable|fork: Interrupted system call/);
+        // The bomb's sandbox works again once its command is gone.
+        await expect(sandbox.run('echo again')).resolves.toMatchObject({ exitCode: 0, stdout: 'again\n' });
+      } finally {
+        await other.close();
+      }
+    },
+    30_000,
+  );
+});
+
+const tmpfsMemoryTest = confinement.memoryLimit === 'sandbox' && confinement.scratchQuota ? test : test.skip;
+if (!(confinement.memoryLimit === 'sandbox' && confinement.scratchQuota)) {
+  console.warn('SKIPPED scratch-files-count-as-memory test: this machine gives no memory cgroup or no scratch tmpfs');
+}
+tmpfsMemoryTest('the scratch files a command writes count against its memory limit', async () => {
+  const MIB = 2 ** 20;
+  await sandbox.close();
+  sandbox = await BashSandbox.create({ ...options, maxMemoryBytes: 64 * MIB, maxScratchBytes: 128 * MIB });
+  // Either fits the limit alone: 40 MiB of files, or a process holding 40 MiB.
+  const hold = `python3 -c 'import time; b = bytearray(40 * 2**20); time.sleep(0.5); print("held")'`;
+  await expect(sandbox.run(hold)).resolves.toMatchObject({ exitCode: 0, stdout: 'held\n', limitsReached: [] });
+  await expect(sandbox.run('head -c 40M /dev/zero > files && echo written')).resolves.toMatchObject({ exitCode: 0, stdout: 'written\n' });
+  await expect(sandbox.run('rm files')).resolves.toMatchObject({ exitCode: 0 });
+  // Together, in one command, they do not.
+  const both = await sandbox.run(`head -c 40M /dev/zero > files && ${hold}`);
+  expect(both.stdout).not.toContain('held');
+  expect(both.limitsReached).toContain('memory');
+  // The files stay (the scratch quota, not the command's limit, bounds them) and the sandbox goes on.
+  await expect(sandbox.run('rm files && echo ok')).resolves.toMatchObject({ exitCode: 0, stdout: 'ok\n' });
 });
 
 const quotaTest = confinement.scratchQuota ? test : test.skip;

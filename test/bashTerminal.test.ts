@@ -16,8 +16,8 @@ import {
 } from '../src/envs/bashTerminal';
 import type { ToolResultRecord } from '../src/envs/taskEnvironment';
 import { createRng } from '../src/core/random';
-import { describeEnvironment, type InstancePool } from '../src/plugins/registry';
-import { probeConfinement } from '../src/sandbox/bash';
+import { describeEnvironment, environmentIsolation, type InstancePool } from '../src/plugins/registry';
+import { isolationLevel, probeConfinement } from '../src/sandbox/bash';
 import { formatToolCall } from '../src/tools/render';
 
 const confinement = probeConfinement();
@@ -167,6 +167,19 @@ test('isolation is the sandbox confinement of this machine', async () => {
   console.log(`bash environment isolation on this machine:\n  ${env.isolation.join('\n  ')}`);
   expect(env.isolation).toEqual(confinement.description);
   expect(env.isolation.length).toBeGreaterThan(0);
+});
+
+test('the isolation level shown at worker start and in trajectory details: refused without namespaces unless accepted', () => {
+  const level = environmentIsolation(EnvConfigSchema.parse({ name: 'bash' }));
+  console.log(`bash environment isolation level on this machine: ${level}`);
+  expect(BashTerminalOptionsSchema.parse({}).allowWeakIsolation).toBe(false);
+  expect(() => BashTerminalOptionsSchema.parse({ allowWeakIsolation: 'yes' })).toThrow(/allowWeakIsolation/);
+  if (confinement.namespaces) {
+    expect(level).toBe(isolationLevel(confinement));
+  } else {
+    expect(() => environmentIsolation(EnvConfigSchema.parse({ name: 'bash' }))).toThrow(/allowWeakIsolation: true/);
+    expect(environmentIsolation(EnvConfigSchema.parse({ name: 'bash', allowWeakIsolation: true }))).toMatch(/^WEAK/);
+  }
 });
 
 const confinedTest = confinement.readOnlyOutside ? test : test.skip;
@@ -343,6 +356,8 @@ test('options: defaults, and limits that would break the tool are refused', () =
     maxMemoryMiB: 512,
     maxScratchMiB: 256,
     maxScratchFiles: 10_000,
+    maxProcesses: 512,
+    allowWeakIsolation: false,
     heldOutShare: 0.2,
     tools: [],
   });

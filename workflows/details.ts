@@ -151,12 +151,15 @@ export interface ConversationView {
   turns: TurnView[];
   /** Where every turn is stored in full. */
   storedAt: string;
+  /** How the environment's code is confined (a sandbox's isolation level), when it says. */
+  isolation?: string;
 }
 
-export function conversationDetails({ headline, turns, storedAt }: ConversationView): string {
+export function conversationDetails({ headline, turns, storedAt, isolation }: ConversationView): string {
   const earlier = turns.length > 0 ? turns[0].turn : 0;
   const note = earlier > 0 ? `turns 0 to ${earlier - 1} are not shown here; ` : '';
-  return [`**${headline}**`, '', `_${note}every turn is stored in full under \`${storedAt}\`_`, ...turns.flatMap(turnMarkdown)].join('\n');
+  const confined = isolation === undefined ? [] : ['', `_environment isolation: ${isolation}_`];
+  return [`**${headline}**`, '', `_${note}every turn is stored in full under \`${storedAt}\`_`, ...confined, ...turns.flatMap(turnMarkdown)].join('\n');
 }
 
 /** A turn: what the model was shown (a block), then its answer and what came of it, on one line when the answer is. */

@@ -76,6 +76,7 @@ async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, 
   const policy = policyRequirementOf(input);
   conversation.show('opening the environment session');
   let next = await session.open();
+  conversation.isolation = session.isolation;
   while (tally.turns < input.agent.maxTurns) {
     const turn = tally.turns;
     conversation.shown(turn, next);

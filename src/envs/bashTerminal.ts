@@ -9,7 +9,9 @@
  *
  * Commands run in a `BashSandbox` (src/sandbox/bash.ts): its per-command timeout, output cap,
  * memory and scratch-directory limits and confinement apply; `isolation` says which confinement
- * (and which of the limits) this machine gives. A command that reaches a limit fails with a note
+ * (and which of the limits) this machine gives. Where the machine allows no namespaces the
+ * environment refuses to run commands (at env worker start and at every reset) unless the config
+ * sets `allowWeakIsolation: true`. A command that reaches a limit fails with a note
  * saying which, and the episode goes on. Checkers read the directory with node fs and never follow
  * a symlink: a link the model made counts as no file.
  */
@@ -19,7 +21,15 @@ import { z } from 'zod';
 import { isHeldOut } from '../core/heldOut';
 import { createRng, type Rng } from '../core/random';
 import type { InstancePool, PluginApi } from '../plugins/types';
-import { BashSandbox, probeConfinement, type BashResult, type BashSandboxOptions, type SandboxLimit } from '../sandbox/bash';
+import {
+  BashSandbox,
+  isolationLevel,
+  probeConfinement,
+  refuseWeakIsolation,
+  type BashResult,
+  type BashSandboxOptions,
+  type SandboxLimit,
+} from '../sandbox/bash';
 import { defineTool, type Tool } from '../tools/tool';
 import type { Task, TaskObservation } from './taskEnvironment';
 import { ToolEnvironment } from './toolEnvironment';
@@ -57,6 +67,14 @@ export const BashTerminalOptionsSchema = z
     maxScratchMiB: positiveInt.default(256),
     /** Files, directories and links the scratch directory may hold; room for the task's own files. */
     maxScratchFiles: z.number().int().min(16).default(10_000),
+    /** Processes (and threads) one episode's sandbox may have at once. */
+    maxProcesses: z.number().int().min(16).default(512),
+    /**
+     * Run the model's commands even where this machine allows no namespaces: they then reach the
+     * network and write outside their scratch directory wherever file permissions allow. Off: such
+     * a machine refuses them, with the reason.
+     */
+    allowWeakIsolation: z.boolean().default(false),
     /**
      * Share of tasks (by a hash of family and parameters) reserved for evaluation: training never
      * draws them, evaluation draws only them. 0: both draw from all tasks.
@@ -429,6 +447,8 @@ export class BashTerminalEnvironment extends ToolEnvironment<BashTask> {
       maxMemoryBytes: parsed.maxMemoryMiB * MIB,
       maxScratchBytes: parsed.maxScratchMiB * MIB,
       maxScratchFiles: parsed.maxScratchFiles,
+      maxProcesses: parsed.maxProcesses,
+      allowWeakIsolation: parsed.allowWeakIsolation,
     });
     super({
       task,
@@ -458,11 +478,22 @@ export class BashTerminalEnvironment extends ToolEnvironment<BashTask> {
   }
 }
 
+/**
+ * The confinement level this machine gives the environment's commands, one line; throws (naming
+ * `allowWeakIsolation`) where it gives no namespaces and the options do not accept that.
+ */
+export function bashIsolation(options: Pick<z.output<typeof BashTerminalOptionsSchema>, 'allowWeakIsolation'>): string {
+  const confinement = probeConfinement();
+  refuseWeakIsolation(confinement, options.allowWeakIsolation);
+  return isolationLevel(confinement);
+}
+
 /** Registers environment `bash` (options: BashTerminalOptionsSchema). */
 export function registerBashTerminal(api: PluginApi): void {
   api.registerEnvironment('bash', {
     options: BashTerminalOptionsSchema,
     create: (options, { seed, pool, tools }) => new BashTerminalEnvironment(options, { seed, pool, tools: tools(options.tools) }),
     describe: (options) => (BASH_FAMILIES.every((f) => options.families.includes(f)) ? 'bash-files' : `bash-files-${options.families.join('+')}`),
+    isolation: bashIsolation,
   });
 }

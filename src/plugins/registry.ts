@@ -111,6 +111,12 @@ export function createAgent(config: AgentConfig, environment: Environment): Conv
   return definition.create(parseOptions('agent', definition.options, config, AGENT_KEYS), { history: config.history, environment });
 }
 
+/** How this machine confines the environment's code (undefined: it does not); throws where it cannot as configured. */
+export function environmentIsolation(config: EnvConfig): string | undefined {
+  const definition = lookup('environment', environments, config.name);
+  return definition.isolation?.(parseOptions('env', definition.options, config, ENV_KEYS));
+}
+
 /** The environment's label for the Web UI and logs. */
 export function describeEnvironment(config: EnvConfig): string {
   const definition = lookup('environment', environments, config.name);

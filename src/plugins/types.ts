@@ -27,6 +27,12 @@ export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
   create(options: z.output<S>, context: EnvironmentContext): Environment;
   /** A short label for the Web UI and logs, e.g. `frozenlake-4x4-classic`; default: the name. */
   describe?(options: z.output<S>): string;
+  /**
+   * For environments that confine code (a sandbox): how strongly this machine does, one line,
+   * logged at env worker start and shown in each trajectory's details; throws where the machine
+   * cannot confine it as the options require.
+   */
+  isolation?(options: z.output<S>): string;
 }
 
 export interface AgentContext {

@@ -13,15 +13,16 @@
  *   set inside the namespace, set no_new_privs and a parent-death signal.
  * - `bwrap` is not installed; it would give nothing the above does not, so it is not used (no new
  *   system dependency).
- * - `ulimit -f/-t/-u/-v` work; `-u` (processes) is only enforced for a uid other than root, and
- *   counts every process of that uid, so it is applied only when the sandbox runs as its own uid.
- * - Memory: the cgroups are hybrid. The memory controller is in the v1 hierarchy, where this
- *   process's cgroup is its supervisor's, and cgroup v2 (/sys/fs/cgroup/unified) offers only
- *   hugetlb. So the per-command cgroup with `memory.max` (memoryCgroup.ts, v2 only: it caps a
- *   command's processes together and kills them as one) is probed and found missing, and memory is
- *   capped by `ulimit -v` per process: an allocation past it fails (Python raises MemoryError, bash
- *   and coreutils print "cannot allocate" or "memory exhausted"), so the command fails, not the
- *   worker. Several processes of one command may each use that much.
+ * - `ulimit -f/-t/-u/-v` work. `-u` (processes) is enforced for a uid other than root and counted
+ *   per user namespace (Linux 5.14 and later): set inside a sandbox's own user namespace it caps that
+ *   sandbox alone, while without namespaces it counts every process of the uid, all sandboxes'.
+ * - cgroups are hybrid: cgroup v2 (/sys/fs/cgroup/unified) offers only hugetlb, and the v1 memory
+ *   and pids hierarchies are writable by root. Each sandbox gets a cgroup (sandboxCgroup.ts) whose
+ *   memory limit covers its commands' processes together and its scratch tmpfs, and whose pids.max
+ *   caps its processes. Where no memory cgroup can be made, memory is capped by `ulimit -v` per
+ *   process: an allocation past it fails (Python raises MemoryError, bash and coreutils print
+ *   "cannot allocate" or "memory exhausted"), so the command fails, not the worker; but several
+ *   processes of one command may each use that much, and the scratch files come on top.
  * - Disk: the host's ext4 has no quotas, and a loop-mounted image needs root on the host and leaves
  *   a mount behind when the worker crashes. A tmpfs mounted inside the user namespace needs neither:
  *   `size=` and `nr_inodes=` cap bytes and files (ENOSPC past either). The files must last the
@@ -31,7 +32,7 @@
  *   which a --map-root-user namespace denies) before unsharing its own namespaces. The worker
  *   reaches the files through /proc/<holder>/root (`hostDir`). The holder dies with the worker
  *   (parent-death signal) and the tmpfs with it, so a crash leaves neither a mount nor used space.
- *   The scratch files are memory: a sandbox may hold maxScratchBytes on top of its commands' memory.
+ *   The scratch files are memory, charged to the sandbox's memory cgroup when it has one.
  *
  * With namespaces (the normal case): the command sees the whole filesystem read-only except the
  * scratch directory (a capped tmpfs, or the host directory bound writable where no holder can be
@@ -44,14 +45,15 @@
  * environment is clean, limits apply, and as root the command runs as uid 65534; but it can still
  * write anywhere that uid may (world-writable /tmp, /dev/shm), reach the network, a process that
  * leaves the process group (setsid) survives the timeout, and the scratch directory is on the host's
- * disk with only one file's size capped. `isolation()` says which applies.
+ * disk with only one file's size capped. `isolation()` says which applies. Such a sandbox is refused
+ * unless its creator accepts it (`allowWeakIsolation`): isolation never weakens silently.
  */
 import { spawn, spawnSync, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { CommandCgroup, isAlive, probeMemoryCgroup, type MemoryCgroupProbe } from './memoryCgroup';
+import { isAlive, probeSandboxCgroups, SandboxCgroup, type CgroupProbe } from './sandboxCgroup';
 
 export interface BashSandboxOptions {
   /** Where scratch directories are made; default os.tmpdir(). */
@@ -61,11 +63,15 @@ export interface BashSandboxOptions {
   maxOutputBytes: number;
   /** Largest file a command may write (ulimit -f); default 256 MiB. */
   maxFileBytes?: number;
-  /** Processes the sandbox uid may have (ulimit -u), only when it runs as its own uid; default 512. */
+  /**
+   * Processes (and threads) of the sandbox at once: its cgroup's pids.max and its user namespace's
+   * ulimit -u, whichever the machine gives (`Confinement.processLimit`); default 512.
+   */
   maxProcesses?: number;
   /**
-   * Memory of one command: its cgroup's memory.max where the machine gives one, else the address
-   * space of each of its processes (ulimit -v); default 512 MiB.
+   * Memory of one command: all its processes together and the scratch files it writes, in its
+   * memory cgroup where the machine gives one (the sandbox's cgroup then holds at most this plus
+   * maxScratchBytes in all), else the address space of each process (ulimit -v); default 512 MiB.
    */
   maxMemoryBytes?: number;
   /** Size of the scratch directory, where the machine allows a quota (`scratchQuota`); default 256 MiB. */
@@ -77,6 +83,11 @@ export interface BashSandboxOptions {
    * the uid commands run as, so they are theirs to change as a user's own files would be.
    */
   files?: Record<string, string>;
+  /**
+   * Run commands even where the machine allows no namespaces (network reachable, files outside
+   * the scratch directory writable where permissions allow); else creating a sandbox there throws.
+   */
+  allowWeakIsolation?: boolean;
 }
 
 /**
@@ -107,8 +118,14 @@ export interface Confinement {
   readOnlyOutside: boolean;
   /** The scratch dir is a tmpfs capped in bytes and files (checked by the probe); else it is on the host's disk. */
   scratchQuota: boolean;
-  /** `command`: a cgroup caps a command's processes together; `process`: ulimit -v caps each one. */
-  memoryLimit: 'command' | 'process';
+  /** `sandbox`: a cgroup caps its processes and scratch files together; `process`: ulimit -v caps each process. */
+  memoryLimit: 'sandbox' | 'process';
+  /**
+   * `cgroup`: pids.max per sandbox; `userNamespace`: ulimit -u counted in the sandbox's own user
+   * namespace; `sharedUid`: ulimit -u on a uid all sandboxes share (one can use up the others'
+   * share); `none`.
+   */
+  processLimit: 'cgroup' | 'userNamespace' | 'sharedUid' | 'none';
   /** One line per guarantee (or missing one), for logs and `BashSandbox.isolation()`. */
   description: string[];
 }
@@ -123,6 +140,8 @@ const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 const SANDBOX_UID = 65534;
 /** After the shell exits, how long its leftover background jobs may hold the output pipes open. */
 const PIPE_GRACE_MS = 200;
+/** How often a command whose OOM kill takes one process is checked for one (cgroup v1). */
+const OOM_POLL_MS = 50;
 /** How long the scratch holder may take to mount its tmpfs (it takes a few ms). */
 const HOLDER_START_MS = 5000;
 
@@ -191,12 +210,14 @@ interface Mode {
   holder?: string[];
   /** Owner to give the scratch directory (the uid the command runs as), when it differs from ours. */
   uid?: number;
-  /** Where per-command memory cgroups are made; else ulimit -v applies. */
-  memoryCgroup?: string;
+  /** Whether ulimit -u applies: in its own user namespace (counted there) or as its own uid. */
+  nproc: boolean;
+  /** Where sandbox cgroups are made, per controller; without memory, ulimit -v applies. */
+  cgroups: CgroupProbe;
 }
 
 const modes = new Map<string, Mode>();
-let memoryProbe: MemoryCgroupProbe | undefined;
+let cgroupProbe: CgroupProbe | undefined;
 
 /** The confinement sandboxes under rootDir get; probed on first use, then cached. */
 export function probeConfinement(rootDir = os.tmpdir()): Confinement {
@@ -210,8 +231,8 @@ function modeFor(root: string): Mode {
     if (process.getuid?.() === 0 && (fs.statSync(root).mode & 0o001) === 0) {
       throw new Error(`sandbox root dir ${root} must be searchable by others (chmod o+x), or uid ${SANDBOX_UID} cannot reach its scratch dirs`);
     }
-    memoryProbe ??= probeMemoryCgroup(findTool('bash') ?? '/bin/bash');
-    mode = probe(root, memoryProbe);
+    cgroupProbe ??= probeSandboxCgroups(findTool('bash') ?? '/bin/bash');
+    mode = probe(root, cgroupProbe);
     modes.set(root, mode);
   }
   return mode;
@@ -231,7 +252,7 @@ function findTool(name: string): string | undefined {
 }
 
 /** Candidate modes, strongest first; the first whose probe passes is used. */
-function candidates(memory: MemoryCgroupProbe): Mode[] {
+function candidates(cgroups: CgroupProbe): Mode[] {
   const bash = findTool('bash') ?? '/bin/bash';
   const unshare = findTool('unshare');
   const setpriv = findTool('setpriv');
@@ -246,15 +267,24 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
     : [];
   const env = `env -i HOME="$1" TMPDIR="$1" PATH=${SANDBOX_PATH} LANG=C.UTF-8 ${bash} -c "$2"`;
   const limits = `ulimit -f "$3"; ulimit -t "$4"; if [ -n "$5" ]; then ulimit -u "$5"; fi; if [ -n "$6" ]; then ulimit -v "$6"; fi; cd "$1"`;
-  const memoryCgroup = memory.parent;
+  const memoryLimit = cgroups.memory ? 'sandbox' : 'process';
   const common = [
     'clean environment: HOME=TMPDIR=scratch dir, PATH=' + SANDBOX_PATH,
-    'ulimit: file size, CPU time' + (dedicatedUid ? ', processes (per sandbox uid)' : ''),
+    'ulimit: file size, CPU time',
     'timeout kills the process group',
-    memoryCgroup
-      ? `memory: a cgroup v2 per command under ${memoryCgroup} (memory.max for all its processes, no swap; killed as a whole when over)`
-      : `memory: ulimit -v per process, not for a command's processes together (no memory cgroup: ${memory.missing})`,
+    cgroups.memory
+      ? `memory: a cgroup v${cgroups.memory.version} per sandbox under ${cgroups.memory.parent} (a command's processes and the scratch files it writes together, no swap; the sandbox's in all at most that plus the scratch quota; over it, a command is killed)`
+      : `memory: ulimit -v per process, not for a command's processes together nor its scratch files (no memory cgroup: ${cgroups.missing.memory})`,
   ];
+  const processLine = (limit: Confinement['processLimit']) =>
+    ({
+      cgroup: `processes: pids.max of a cgroup v${cgroups.pids?.version} per sandbox under ${cgroups.pids?.parent}`,
+      userNamespace: `processes: ulimit -u in the sandbox's own user namespace (per sandbox; no pids cgroup: ${cgroups.missing.pids})`,
+      sharedUid: `processes: ulimit -u on uid ${SANDBOX_UID}, shared by all sandboxes (no pids cgroup: ${cgroups.missing.pids})`,
+      none: `processes: no limit (no pids cgroup: ${cgroups.missing.pids}; no uid of its own)`,
+    })[limit];
+  const processLimit = (namespaces: boolean): Confinement['processLimit'] =>
+    cgroups.pids ? 'cgroup' : namespaces ? 'userNamespace' : dedicatedUid ? 'sharedUid' : 'none';
   const uidLine = dedicatedUid ? [`runs as uid ${SANDBOX_UID} outside (the worker is root)`] : [];
   const noQuota = (why: string) => `no scratch quota (${why}): the scratch dir is on the host's disk; only one file's size is capped (ulimit -f)`;
   const quotaLine =
@@ -280,8 +310,9 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
       noNetwork: true,
       readOnlyOutside: true,
       scratchQuota: quota,
-      memoryLimit: memoryCgroup ? 'command' : 'process',
-      description: [...nsLines, withPid ? pidLine : noPidLine, ...extra, ...uidLine, ...common],
+      memoryLimit,
+      processLimit: processLimit(true),
+      description: [...nsLines, withPid ? pidLine : noPidLine, ...extra, ...uidLine, ...common, processLine(processLimit(true))],
     });
     for (const withPid of [true, false]) {
       const inner = [...commandNs, ...(withPid ? pidNs : []), '--', bash, '-c', script];
@@ -294,7 +325,8 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
           command: (holderPid) => [...outer, nsenter, '--preserve-credentials', `--target=${holderPid}`, '--user', '--mount', '--', unshare, ...inner],
           holder: [...outer, unshare, ...userNs, '--mount', '--', bash, '-c', HOLDER_SCRIPT],
           uid,
-          memoryCgroup,
+          nproc: true,
+          cgroups,
           confinement: confined(withPid, true, [quotaLine, ...exposed]),
         });
       }
@@ -305,7 +337,8 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
         shell: bash,
         command: () => [...outer, unshare, ...userNs, ...inner],
         uid,
-        memoryCgroup,
+        nproc: true,
+        cgroups,
         confinement: confined(withPid, false, [noQuota(nsenter ? 'no tmpfs holder' : 'util-linux nsenter not found')]),
       });
     }
@@ -315,13 +348,15 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
     shell: bash,
     command: () => [...outer, bash, '-c', `${limits}\nexec ${nnp} ${env}`],
     uid,
-    memoryCgroup,
+    nproc: dedicatedUid,
+    cgroups,
     confinement: {
       namespaces: false,
       noNetwork: false,
       readOnlyOutside: false,
       scratchQuota: false,
-      memoryLimit: memoryCgroup ? 'command' : 'process',
+      memoryLimit,
+      processLimit: processLimit(false),
       description: [
         'no namespaces: network reachable; writes outside the scratch dir fail only where file permissions forbid them',
         ...(unshare && setpriv ? [] : ['util-linux unshare or setpriv not found']),
@@ -329,6 +364,7 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
         noQuota('no mount namespace'),
         ...(dedicatedUid ? uidLine : [asRoot ? 'runs as root (setpriv missing): no file protection at all' : 'runs as the worker user']),
         ...common,
+        processLine(processLimit(false)),
       ],
     },
   });
@@ -339,9 +375,9 @@ function candidates(memory: MemoryCgroupProbe): Mode[] {
  * Runs each candidate on a throwaway scratch dir and uses the first that works. Synchronous (once
  * per process and root dir, a few tens of ms) so callers and tests can decide up front.
  */
-function probe(root: string, memory: MemoryCgroupProbe): Mode {
+function probe(root: string, cgroups: CgroupProbe): Mode {
   const failures: string[] = [];
-  for (const mode of candidates(memory)) {
+  for (const mode of candidates(cgroups)) {
     const failure = tryMode(root, mode);
     if (failure === undefined) {
       const skipped = failures.length ? [`stronger modes unavailable: ${failures.join('; ')}`] : [];
@@ -509,6 +545,10 @@ class ScratchHolder {
       await exited;
       throw new Error(`cannot make the sandbox's scratch tmpfs: ${stderr.trim() || 'its holder did not start'}`);
     }
+    // An OOM kill in the sandbox's memory cgroup must take a command, not the scratch files with
+    // the holder (tmpfs pages are nobody's resident memory, so the holder could be the pick).
+    // Lowering it takes CAP_SYS_RESOURCE: a worker that is not root leaves it as it is.
+    await fs.promises.writeFile(`/proc/${pid}/oom_score_adj`, '-1000').catch(() => undefined);
     // It sleeps from here on: nothing more to read, and it must not keep the worker's event loop alive.
     child.stderr?.destroy();
     child.unref();
@@ -541,6 +581,41 @@ function readOr(file: string, fallback = ''): string {
   }
 }
 
+/** Thrown where a sandbox would run without namespaces and its creator did not accept that. */
+export class WeakIsolationError extends Error {
+  override name = 'WeakIsolationError';
+}
+
+/**
+ * Throws unless the confinement has namespaces or weak isolation is accepted: without them a
+ * command reaches the network, writes wherever its uid may and can outlive its timeout.
+ */
+export function refuseWeakIsolation(confinement: Confinement, allowWeakIsolation: boolean): void {
+  if (confinement.namespaces || allowWeakIsolation) return;
+  throw new WeakIsolationError(
+    'bash sandbox refused: this machine allows no user, network and mount namespaces, so commands would reach the network, ' +
+      'write outside their scratch directory wherever file permissions allow, and could outlive their timeout ' +
+      `(${confinement.description.join('; ')}). Install util-linux (unshare, setpriv) and allow user namespaces ` +
+      '(sysctl user.max_user_namespaces > 0), or set `allowWeakIsolation: true` in the bash environment config (env.allowWeakIsolation) to run them anyway',
+  );
+}
+
+/** One line for logs and the Web UI: how strongly this machine confines sandbox commands. */
+export function isolationLevel(confinement: Confinement): string {
+  const confined = confinement.namespaces
+    ? `namespaces (${confinement.noNetwork ? 'no network, ' : ''}${confinement.readOnlyOutside ? 'read-only outside the scratch dir' : 'writable outside'})`
+    : 'WEAK: no namespaces (network reachable, writable outside the scratch dir)';
+  const scratch = confinement.scratchQuota ? 'scratch quota' : 'no scratch quota';
+  const memory = confinement.memoryLimit === 'sandbox' ? 'memory per sandbox' : 'memory per process only';
+  const processes = {
+    cgroup: 'processes per sandbox (cgroup)',
+    userNamespace: 'processes per sandbox (user namespace)',
+    sharedUid: 'processes shared by all sandboxes',
+    none: 'no process limit',
+  }[confinement.processLimit];
+  return `${confined}; ${scratch}; ${memory}; ${processes}`;
+}
+
 export class BashSandbox {
   private closed = false;
   /** Process groups of commands still running (killed by close()), with their run's completion. */
@@ -555,13 +630,16 @@ export class BashSandbox {
      */
     readonly hostDir: string,
     private readonly mode: Mode,
-    private readonly options: Required<Omit<BashSandboxOptions, 'rootDir' | 'files'>>,
+    private readonly options: Required<Omit<BashSandboxOptions, 'rootDir' | 'files' | 'allowWeakIsolation'>>,
     private readonly holder: ScratchHolder | undefined,
+    private readonly cgroup: SandboxCgroup | undefined,
   ) {}
 
+  /** Throws WeakIsolationError where the machine allows no namespaces, unless `allowWeakIsolation`. */
   static async create(options: BashSandboxOptions): Promise<BashSandbox> {
     const root = await fs.promises.realpath(options.rootDir ?? os.tmpdir());
     const mode = modeFor(root);
+    refuseWeakIsolation(mode.confinement, options.allowWeakIsolation ?? false);
     const limits = {
       commandTimeoutMs: options.commandTimeoutMs,
       maxOutputBytes: options.maxOutputBytes,
@@ -573,16 +651,30 @@ export class BashSandbox {
     };
     const dir = await fs.promises.mkdtemp(path.join(root, `${DIR_PREFIX}${process.pid}-`));
     let holder: ScratchHolder | undefined;
+    let cgroup: SandboxCgroup | undefined;
     try {
+      cgroup = await SandboxCgroup.create(mode.cgroups, {
+        // The scratch tmpfs is capped at maxScratchBytes on its own, so a full one never leaves
+        // a command less than its maxMemoryBytes (a command could not even start to delete files).
+        sandboxMemoryBytes: limits.maxMemoryBytes + (mode.holder ? limits.maxScratchBytes : 0),
+        commandMemoryBytes: limits.maxMemoryBytes,
+        processes: limits.maxProcesses,
+      });
       if (mode.uid !== undefined) await fs.promises.chown(dir, mode.uid, mode.uid);
       // With a holder they are copied into its tmpfs; their copies here stay hidden under it.
       await writeFiles(dir, options.files ?? {}, mode.uid);
-      if (mode.holder) holder = await ScratchHolder.start(mode.holder, dir, { bytes: limits.maxScratchBytes, files: limits.maxScratchFiles });
+      if (mode.holder) {
+        // In the sandbox's cgroup, so the files it copies count against the sandbox's memory.
+        const argv = cgroup ? await cgroup.holder(mode.shell, mode.holder) : mode.holder;
+        holder = await ScratchHolder.start(argv, dir, { bytes: limits.maxScratchBytes, files: limits.maxScratchFiles });
+      }
     } catch (err) {
+      await holder?.stop();
+      await cgroup?.remove();
       await removeTree(dir);
       throw err;
     }
-    return new BashSandbox(dir, holder?.filesDir ?? dir, mode, limits, holder);
+    return new BashSandbox(dir, holder?.filesDir ?? dir, mode, limits, holder, cgroup);
   }
 
   isolation(): string[] {
@@ -601,11 +693,11 @@ export class BashSandbox {
     const fileKb = String(Math.max(1, Math.ceil(maxFileBytes / 1024)));
     // A backstop only: the timeout kills first; this bounds a process that somehow outlives it.
     const cpuSeconds = String(Math.ceil(commandTimeoutMs / 1000) + 1);
-    const nproc = this.mode.uid !== undefined ? String(maxProcesses) : '';
-    const memoryKb = this.mode.memoryCgroup ? '' : String(Math.max(1, Math.ceil(maxMemoryBytes / 1024)));
-    const cgroup = this.mode.memoryCgroup ? await CommandCgroup.create(this.mode.memoryCgroup, maxMemoryBytes) : undefined;
+    const nproc = this.mode.nproc ? String(maxProcesses) : '';
+    const memoryKb = this.mode.cgroups.memory ? '' : String(Math.max(1, Math.ceil(maxMemoryBytes / 1024)));
     const argv = this.mode.command(this.holder?.pid);
-    const [file, ...args] = cgroup ? cgroup.wrap(this.mode.shell, argv) : argv;
+    const cgroup = this.cgroup ? await this.cgroup.command(this.mode.shell, argv) : undefined;
+    const [file, ...args] = cgroup?.argv ?? argv;
     let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       child = spawn(file, [...args, 'sandbox', this.dir, command, fileKb, cpuSeconds, nproc, memoryKb], {
@@ -640,7 +732,7 @@ export class BashSandbox {
     // Under ulimit -v nothing is killed: a failed allocation is known only by what the program
     // says, read from all of stderr (a message past the output cap counts too).
     let allocationFailed = false;
-    if (!cgroup) {
+    if (!this.mode.cgroups.memory) {
       let previousTail = '';
       child.stderr.on('data', (chunk: Buffer) => {
         const text = previousTail + chunk.toString('latin1');
@@ -661,6 +753,8 @@ export class BashSandbox {
       timedOut = true;
       killGroup();
     }, commandTimeoutMs);
+    // Where the kernel's OOM kill takes one process, the rest of the command goes with it.
+    const oomWatch = cgroup && !cgroup.killsWhole ? setInterval(() => void cgroup.overMemory().then((over) => over && killGroup()), OOM_POLL_MS) : undefined;
 
     const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
     const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
@@ -672,6 +766,7 @@ export class BashSandbox {
     try {
       const { code, signal, spawnError } = await done;
       clearTimeout(timer);
+      clearInterval(oomWatch);
       // Background jobs the command left behind die with it.
       killGroup();
       await Promise.race([closed, new Promise((r) => setTimeout(r, PIPE_GRACE_MS))]);
@@ -681,7 +776,7 @@ export class BashSandbox {
         return { exitCode: 127, stdout: '', stderr: `cannot start the sandbox: ${spawnError.message}`, timedOut, truncated, limitsReached: [] };
       }
       const exitCode = code ?? 128 + (signal ? os.constants.signals[signal] : 0);
-      const memoryOver = cgroup ? await cgroup.overLimit() : allocationFailed;
+      const memoryOver = this.mode.cgroups.memory ? (await cgroup?.overMemory()) === true : allocationFailed;
       return { exitCode, stdout: stdout(), stderr: stderr(), timedOut, truncated, limitsReached: await this.limitsReached(memoryOver) };
     } finally {
       await cgroup?.remove();
@@ -716,6 +811,7 @@ export class BashSandbox {
       await finished;
     }
     await this.holder?.stop();
+    await this.cgroup?.remove();
     await removeTree(this.dir);
   }
 }

@@ -15,6 +15,8 @@ const SHOWN_TURNS = 6;
 
 export class Conversation {
   private readonly turns: TurnView[] = [];
+  /** How the environment's code is confined where the session is (a sandbox's level). */
+  isolation: string | undefined;
 
   constructor(private readonly input: TrajectoryInput) {}
 
@@ -40,6 +42,6 @@ export class Conversation {
 
   /** Shows the conversation under `headline` (the trajectory's state or how it ended). */
   show(headline: string): void {
-    setCurrentDetails(conversationDetails({ headline, turns: this.turns, storedAt: storedTurnsOf(this.input) }));
+    setCurrentDetails(conversationDetails({ headline, turns: this.turns, storedAt: storedTurnsOf(this.input), isolation: this.isolation }));
   }
 }

@@ -39,6 +39,11 @@ export class EpisodeSession {
     return sessionIdOf(this.input.trajectoryId, this.rebuilds);
   }
 
+  /** How the worker holding the session confines the environment's code, if it says. */
+  get isolation(): string | undefined {
+    return this.opened?.isolation;
+  }
+
   /** Opens the session (replaying the answers so far) and returns what the model is shown next. */
   async open(): Promise<NextTurn> {
     const { input } = this;
