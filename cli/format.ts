@@ -36,6 +36,6 @@ export function formatSummary(s: RunSummary): string {
     `  mean turns          ${s.meanTurns.toFixed(2)}`,
     `  wall time           ${s.wallSeconds.toFixed(1)} s`,
     `  trajectories/s      ${s.trajectoriesPerSecond.toFixed(2)}`,
-    `  engine busy         ${(100 * s.engineBusyFraction).toFixed(1)}% of wall time`,
+    `  engine busy         ${s.engineBusyFraction === undefined ? 'not measured (no engine published its counters)' : `${percent(s.engineBusyFraction)} of engine time`}`,
   ].join('\n');
 }

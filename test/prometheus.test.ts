@@ -56,8 +56,9 @@ describe('prometheus', () => {
       inFlight: 0,
       writtenAt: 0,
     });
-    expect(busyFraction([snap('a', 100, 10)], [snap('a', 1100, 260), snap('b', 50, 40)], 1000)).toBeCloseTo(0.29);
-    expect(busyFraction([], [], 1000)).toBeUndefined();
+    // a: 250 ms busy of 1000; b, new since: 40 of its 50.
+    expect(busyFraction([snap('a', 100, 10)], [snap('a', 1100, 260), snap('b', 50, 40)])).toBeCloseTo(290 / 1050);
+    expect(busyFraction([], [])).toBeUndefined();
   });
 
   test('workers with metrics.prometheusPort serve trajflow and Temporal SDK metrics from one endpoint', async () => {

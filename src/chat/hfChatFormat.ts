@@ -5,6 +5,8 @@
  * Write T(messages, g) for the template's text, g = add_generation_prompt, and ids(text) for the
  * tokenizer without added special tokens (the template writes the special tokens as text; the
  * tokenizer maps them to their ids). P is a placeholder standing for the previous completion.
+ * Message content is always text: T sees it with its special-token strings escaped, and ids maps
+ * only the template's own special tokens to their ids (./templateTokenizer).
  *
  *   start         ids(T(messages, true)).
  *   closer C      what T writes right after an assistant message's content: the text after P in
@@ -37,10 +39,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
+import type { Tokenizer } from '@huggingface/tokenizers';
 import type { ChatMessage } from '../core/tokenizer';
 import { createChatTemplate, readChatTemplateSource, specialTokenText, templateSpecialTokens, type ChatTemplate } from './chatTemplate';
 import type { ChatFormat } from './format';
+import { createTemplateTokenizer, type TemplateTokenizer } from './templateTokenizer';
 
 export interface HfChatFormat extends ChatFormat {
   /** E above: the token that closes an assistant message, if the template's closer begins with one. */
@@ -50,7 +53,7 @@ export interface HfChatFormat extends ChatFormat {
 }
 
 export interface HfChatFormatParts {
-  tokenizer: Tokenizer;
+  tokenizer: TemplateTokenizer;
   template: ChatTemplate;
   /** Ids of the model's end-of-sequence tokens. */
   eosTokenIds: readonly number[];
@@ -113,8 +116,22 @@ function leadingAddedToken(tokenizer: Tokenizer, text: string): { id: number; co
   return added !== undefined && text.startsWith(added.content) ? { id: first, content: added.content } : undefined;
 }
 
-export function createHfChatFormat({ tokenizer, template, eosTokenIds, cleanUpTokenizationSpaces = false }: HfChatFormatParts): HfChatFormat {
-  const ids = (text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids;
+/** `template` rendering every message's content with its special-token strings escaped, for `tokenizer.encode`. */
+function escapingContent(template: ChatTemplate, tokenizer: TemplateTokenizer): ChatTemplate {
+  return {
+    render: (messages, addGenerationPrompt) =>
+      template.render(
+        messages.map((message) => ({ ...message, content: tokenizer.escapeContent(message.content) })),
+        addGenerationPrompt,
+      ),
+  };
+}
+
+export function createHfChatFormat(parts: HfChatFormatParts): HfChatFormat {
+  const { eosTokenIds, cleanUpTokenizationSpaces = false } = parts;
+  const { tokenizer } = parts.tokenizer;
+  const template = escapingContent(parts.template, parts.tokenizer);
+  const ids = (text: string) => parts.tokenizer.encode(text);
   const closer = textAfterCompletion(template, [], false);
   const endToken = leadingAddedToken(tokenizer, closer);
   const rendersIncrementally = PROBE_CONVERSATIONS.every((conversation) => turnByTurnText(template, conversation) === template.render(conversation, true));
@@ -157,11 +174,12 @@ async function generationEosIds(modelDir: string): Promise<number[]> {
  */
 export async function loadChatFormat(modelDir: string): Promise<HfChatFormat> {
   const [tokenizerJson, tokenizerConfig] = await Promise.all([readJson(join(modelDir, 'tokenizer.json')), readJson(join(modelDir, 'tokenizer_config.json'))]);
-  const tokenizer = new Tokenizer(tokenizerJson, tokenizerConfig);
+  const templateTokenizer = createTemplateTokenizer(tokenizerJson, tokenizerConfig);
+  const { tokenizer } = templateTokenizer;
   const eosText = specialTokenText(tokenizerConfig.eos_token);
   const eosFromConfig = eosText === undefined ? undefined : tokenizer.token_to_id(eosText);
   return createHfChatFormat({
-    tokenizer,
+    tokenizer: templateTokenizer,
     template: createChatTemplate(await readChatTemplateSource(modelDir, tokenizerConfig), templateSpecialTokens(tokenizerConfig)),
     eosTokenIds: [...(eosFromConfig === undefined ? [] : [eosFromConfig]), ...(await generationEosIds(modelDir))],
     cleanUpTokenizationSpaces: tokenizerConfig.clean_up_tokenization_spaces === true,

@@ -2,7 +2,8 @@
  * Byte-level tokenizer and chat template of trajflow's embedded policy.
  *
  * Ids 0..255 are the UTF-8 bytes, so any text round-trips exactly and nothing is ever "unknown".
- * The special tokens above them mark the chat structure. Pure and Temporal-free: workflows,
+ * The special tokens above them mark the chat structure, and only the template writes them: message
+ * content is always its bytes, so an observation spelling `<|end|>` cannot close a turn. Pure and Temporal-free: workflows,
  * activities and the model all import it.
  *
  * Token-in/token-out: the template only ever tokenizes text that trajflow itself wrote (system

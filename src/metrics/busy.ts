@@ -2,9 +2,9 @@
  * How busy something is: the time at least one of its tasks was in flight (busyMs). A worker
  * process counts its activities (the activity interceptor updates the tracker) and publishes the
  * counts like the engine counters (src/inference/statsReporter.ts) to
- * `<dataDir>/env-workers/<workerId>.json` every few seconds, so the trainer can put each step's env
+ * `<dataDir>/env-workers/<workerId>.json` (./snapshots), so the trainer can put each step's env
  * worker busy fraction into metrics.jsonl; the HTTP inference provider counts its requests on the
- * model servers the same way.
+ * model servers the same way. `busyFraction` reads both kinds of snapshot.
  */
 import { readSnapshots, SnapshotReporter, type Snapshot } from './snapshots';
 
@@ -72,17 +72,32 @@ export function readBusySnapshots(dir: string): Promise<BusySnapshot[]> {
   return readSnapshots<BusyStats>(dir);
 }
 
+/** The two counters a busy fraction is read from, both measured by the worker at the same moment. */
+export interface BusyCounters {
+  uptimeMs: number;
+  busyMs: number;
+}
+
 /**
- * Fraction of `wallMs` the workers were busy between two sets of snapshots, summed over the
- * workers that reported in the later set (a worker new since the first counts from its start);
- * undefined when no worker reported.
+ * Fraction of the workers' time they were busy between two sets of snapshots: the busy time each
+ * worker counted between its two snapshots over the time that passed for it between them (its
+ * uptimes), both summed over the workers, so one busy worker out of two is 0.5. A worker with no
+ * earlier snapshot (new, or restarted: its uptime went back) counts from its start.
+ *
+ * The window is the snapshots' own, not the caller's: a worker publishes every few hundred
+ * milliseconds, so its latest snapshot at a step's start or end is that much old, and busy time
+ * over a window other than the one it was counted in can exceed it (a 1 s step whose two
+ * snapshots were 1.6 s apart, all of it busy, read 160%). Consecutive windows share their
+ * snapshots, so no busy time is lost or counted twice across steps. Undefined when no worker's
+ * snapshot advanced in between (nothing was measured).
  */
-export function busyFraction(before: readonly BusySnapshot[], after: readonly BusySnapshot[], wallMs: number): number | undefined {
-  if (after.length === 0 || wallMs <= 0) return undefined;
-  let busy = 0;
+export function busyFraction(before: readonly Snapshot<BusyCounters>[], after: readonly Snapshot<BusyCounters>[]): number | undefined {
+  let busyMs = 0;
+  let elapsedMs = 0;
   for (const end of after) {
-    const start = before.find((s) => s.workerId === end.workerId && s.uptimeMs <= end.uptimeMs);
-    busy += Math.max(0, end.busyMs - (start?.busyMs ?? 0));
+    const start = before.find((s) => s.workerId === end.workerId && s.uptimeMs <= end.uptimeMs) ?? { uptimeMs: 0, busyMs: 0 };
+    busyMs += end.busyMs - start.busyMs;
+    elapsedMs += end.uptimeMs - start.uptimeMs;
   }
-  return busy / wallMs;
+  return elapsedMs > 0 ? busyMs / elapsedMs : undefined;
 }

@@ -4,9 +4,9 @@ interval (the Python twin of UtilizationClock in activities/trainer.ts): from th
 end (or, for this worker's first step, its start) to this step's end.
 
 Engines and env workers publish counters to <dataDir>/engines/<workerId>.json and
-<dataDir>/env-workers/<workerId>.json every few seconds (src/metrics/snapshots.ts); a fraction is
-the difference of two snapshots' busyMs over the interval, summed over workers. Engines that do
-not publish (a vLLM server this repository does not wrap) count as 0 busy.
+<dataDir>/env-workers/<workerId>.json twice a second (src/metrics/snapshots.ts); a fraction is
+read from two snapshots of each worker (busy_fraction). Engines that do not publish (a vLLM server
+this repository does not wrap) leave the engine fraction out.
 """
 
 from __future__ import annotations
@@ -38,23 +38,21 @@ def read_snapshots(folder: Path) -> list[dict]:
     return snapshots
 
 
-def _busy_since(start: list[dict], end: dict) -> float:
-    """busyMs of worker `end` since its snapshot in `start` (all of it if it had none, or restarted)."""
-    before = next((s for s in start if s.get("workerId") == end.get("workerId") and s.get("uptimeMs", 0) <= end.get("uptimeMs", 0)), None)
-    return end.get("busyMs", 0) - (before.get("busyMs", 0) if before else 0)
-
-
-def engine_busy_fraction(before: list[dict], after: list[dict], wall_ms: float) -> float:
-    """Fraction of wall time the engines spent in forward passes, summed over engines (two can reach 2)."""
-    busy = sum(_busy_since(before, end) for end in after)
-    return busy / wall_ms if wall_ms > 0 else 0.0
-
-
-def busy_fraction(before: list[dict], after: list[dict], wall_ms: float) -> float | None:
-    """Fraction of wall time the env workers had an activity running; None when none reported."""
-    if not after or wall_ms <= 0:
-        return None
-    return sum(max(0.0, _busy_since(before, end)) for end in after) / wall_ms
+def busy_fraction(before: list[dict], after: list[dict]) -> float | None:
+    """Fraction of the workers' time they were busy between two sets of snapshots (busyFraction in
+    src/metrics/busy.ts): busy time over elapsed time, each as the worker measured it between its
+    two snapshots (from its start if it had none, or restarted), summed over the workers. None when
+    no worker's snapshot advanced. The window is the snapshots' own: they are up to one publishing
+    interval old when read, and busy time over the reader's interval instead exceeded 1."""
+    busy_ms = elapsed_ms = 0.0
+    for end in after:
+        start = next(
+            (s for s in before if s.get("workerId") == end.get("workerId") and s.get("uptimeMs", 0) <= end.get("uptimeMs", 0)),
+            {"uptimeMs": 0, "busyMs": 0},
+        )
+        busy_ms += end.get("busyMs", 0) - start.get("busyMs", 0)
+        elapsed_ms += end.get("uptimeMs", 0) - start.get("uptimeMs", 0)
+    return busy_ms / elapsed_ms if elapsed_ms > 0 else None
 
 
 @dataclass(frozen=True)
@@ -83,6 +81,6 @@ class UtilizationClock:
         self._previous_end = end
         return Utilization(
             trainer_idle_fraction=(started_at_ms - since.at_ms) / interval_ms if interval_ms > 0 else 0.0,
-            engine_busy_fraction=engine_busy_fraction(since.engines, end.engines, interval_ms),
-            env_busy_fraction=busy_fraction(since.env_workers, end.env_workers, interval_ms),
+            engine_busy_fraction=busy_fraction(since.engines, end.engines),
+            env_busy_fraction=busy_fraction(since.env_workers, end.env_workers),
         )
