@@ -234,8 +234,8 @@ class UtilizationClock {
     this.previousEnd = end;
     return {
       trainerIdleFraction: intervalMs > 0 ? (startedAt - since.at) / intervalMs : 0,
-      engineBusyFraction: engineBusyFraction(since.engines, end.engines, intervalMs),
-      envBusyFraction: busyFraction(since.envWorkers, end.envWorkers, intervalMs),
+      engineBusyFraction: engineBusyFraction(since.engines, end.engines),
+      envBusyFraction: busyFraction(since.envWorkers, end.envWorkers),
     };
   }
 }

@@ -43,6 +43,26 @@ export const ModelConfigSchema = z
   })
   .refine((m) => m.dModel % m.nHeads === 0, { message: 'dModel must be divisible by nHeads', path: ['nHeads'] });
 
+/** Why `value` is not a model server's base URL, or undefined. */
+export function serverUrlProblem(value: string): string | undefined {
+  // `localhost:8000` parses as a URL of scheme `localhost:`, so the scheme is checked first.
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(value)) return `${JSON.stringify(value)} has no http:// or https://: write "http://${value}"`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `${JSON.stringify(value)} is not a URL`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return `${JSON.stringify(value)}: a model server speaks http:// or https://, not ${url.protocol}//`;
+  return undefined;
+}
+
+const serverUrl = z.string().superRefine((value, ctx) => {
+  const problem = serverUrlProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 export const InferenceConfigSchema = z.strictObject({
   /**
    * Who samples: `embedded` (the in-process engine of the embedded model), or model servers
@@ -50,7 +70,7 @@ export const InferenceConfigSchema = z.strictObject({
    */
   backend: z.enum(['embedded', 'vllm', 'sglang']).default('embedded'),
   /** Base URLs of the model servers (`http://host:port`); each request goes to the least-loaded live one. */
-  servers: z.array(z.url({ protocol: /^https?$/ })).default([]),
+  servers: z.array(serverUrl).default([]),
   /** Longest one generate request may take on a server before it is retried on another. */
   requestTimeoutS: z.number().positive().default(300),
   /** Most sequences decoded together in one batched forward pass (embedded engine). */
@@ -173,6 +193,17 @@ export const LossConfigSchema = z.strictObject({
   beta: z.number().nonnegative().default(0),
   kl: z.enum(['k1', 'k3']).default('k3'),
   aggregation: z.enum(['token-mean', 'sequence-mean-token-mean']).default('token-mean'),
+  /**
+   * Truncated importance sampling on the behaviour ratio (off unless set), in both trainers. Each
+   * trained token's policy-gradient term is weighted by min(pi_old / pi_behaviour, cap), a constant
+   * of the step (no gradient through it): pi_old is the trainer's probability of the token before
+   * the step's first update, pi_behaviour the sampler's. PPO's ratio and clip are then taken
+   * against pi_old, so the clip bounds the step's own update and the weight alone answers for
+   * where the tokens came from: an older version (`maxStaleness`) or a server whose numbers differ
+   * from the trainer's. Without it the ratio is taken against pi_behaviour directly. The cap bounds
+   * what a token the sampler drew far more rarely than the trainer would can weigh.
+   */
+  tis: z.strictObject({ cap: z.number().gte(1).default(2) }).optional(),
   /**
    * c in loss -= c x the policy's entropy at each trained token (its whole next-token
    * distribution there, at the sampling temperature); 0 turns it off. Keeps a policy from becoming
@@ -446,11 +477,16 @@ export const RunConfigSchema = z
       [['trainer', 'loss', 'entropyBonus'], entropyBonus > 0],
       [['trainer', 'loss', 'coverage'], coverage !== undefined],
       [['trainer', 'turnCredit', 'allMoves'], config.trainer.turnCredit?.allMoves !== undefined],
+      [['trainer', 'turnCredit', 'costWeight'], (config.trainer.turnCredit?.costWeight ?? 0) > 0],
       [['trainer', 'maxUpdateKl'], config.trainer.maxUpdateKl !== undefined],
     ];
     for (const [path, used] of embeddedOnly) {
       if (config.model.path !== undefined && used) {
-        ctx.addIssue({ code: 'custom', path, message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none' });
+        ctx.addIssue({
+          code: 'custom',
+          path,
+          message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none: remove it',
+        });
       }
     }
     const { warmupSteps } = config.trainer.learningRateSchedule;
@@ -491,6 +527,28 @@ export const RunConfigSchema = z
   });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
+
+/**
+ * What a training run refuses beyond the schema: settings a rollout alone may use, with which
+ * training would learn nothing or learn from numbers it cannot reproduce. Each with the path of its field.
+ */
+export function trainingConfigIssues(config: RunConfig): { path: string[]; message: string }[] {
+  const issues: { path: string[]; message: string }[] = [];
+  // Per-turn credit compares visits of a state within one trajectory too, or prices the moves.
+  if (config.rollout.groupSize === 1 && !usesTurnCredit(config.trainer)) {
+    issues.push({
+      path: ['rollout', 'groupSize'],
+      message: `1 leaves the group-relative advantage (trainer.advantage ${config.trainer.advantage}) nothing to compare: every advantage is 0 and nothing trains; set 2 or more`,
+    });
+  }
+  if (config.sampling.topP < 1) {
+    issues.push({
+      path: ['sampling', 'topP'],
+      message: `${config.sampling.topP} draws tokens from the top-p nucleus, but the trainer scores them under the whole distribution at the sampling temperature, so its importance ratios would be wrong; set 1 to train (a rollout alone may keep it)`,
+    });
+  }
+  return issues;
+}
 export type TemporalConfig = z.infer<typeof TemporalConfigSchema>;
 export type MetricsConfig = z.infer<typeof MetricsConfigSchema>;
 export type InferenceConfig = z.infer<typeof InferenceConfigSchema>;

@@ -3,13 +3,13 @@
  * Validation covers the registered environment's and agent's own options too, after loading the
  * modules the config names, so a typo fails before anything starts.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { describeIssues } from './core/issues';
+import { describeIssues, fieldPath } from './core/issues';
 import { loadPluginModules, resolveModulePaths } from './plugins/modules';
 import { OptionsError, validateAgentConfig, validateEnvConfig } from './plugins/registry';
-import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema } from '../config/schema';
+import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema, trainingConfigIssues } from '../config/schema';
 
 export class ConfigError extends Error {
   constructor(
@@ -45,9 +45,41 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   const agent = AgentConfigSchema.safeParse(sections.agent ?? {});
   const validEnv = loaded && env.success ? check('env.name', () => validateEnvConfig(env.data)) : undefined;
   const validAgent = loaded && agent.success ? check('agent.name', () => validateAgentConfig(agent.data)) : undefined;
+  const modelPath = result.success && result.data.model.path !== undefined ? path.resolve(baseDir, result.data.model.path) : undefined;
+  const modelProblem = modelPath === undefined ? undefined : modelDirectoryProblem(modelPath);
+  if (modelProblem) problems.push(`model.path: ${modelProblem}`);
   if (!result.success || problems.length > 0 || !validEnv || !validAgent) throw new ConfigError(source, [...new Set(problems)]);
-  const model = result.data.model.path === undefined ? result.data.model : { ...result.data.model, path: path.resolve(baseDir, result.data.model.path) };
+  const model = modelPath === undefined ? result.data.model : { ...result.data.model, path: modelPath };
   return { ...result.data, modules: modulePaths, model, env: validEnv, agent: validAgent };
+}
+
+/** The files of a Hugging Face model directory that trajflow reads (the chat format), its trainer and its servers load. */
+const MODEL_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
+
+/**
+ * Why `dir` is not a model directory every process of a run can load, or undefined. Checked when
+ * the config is read, as its modules are: every host that reads the config reads the model too.
+ */
+function modelDirectoryProblem(dir: string): string | undefined {
+  if (!existsSync(dir)) return `${dir} does not exist`;
+  if (!statSync(dir).isDirectory()) return `${dir} is not a directory (a Hugging Face model directory is)`;
+  const missing = MODEL_FILES.find((file) => !existsSync(path.join(dir, file)));
+  if (missing) return `${dir} has no ${missing}: not a Hugging Face model directory (${MODEL_FILES.join(', ')} and the weights)`;
+  if (!readdirSync(dir).some((file) => file.endsWith('.safetensors'))) return `${dir} has no weights (*.safetensors)`;
+  return undefined;
+}
+
+/**
+ * Throws a ConfigError naming each setting a training run refuses (`trainingConfigIssues`) unless
+ * there is none: `trajflow train` calls it, `trajflow run` (a rollout alone) does not.
+ */
+export function assertTrainingConfig(config: RunConfig, source = '<inline>'): void {
+  const issues = trainingConfigIssues(config);
+  if (issues.length > 0)
+    throw new ConfigError(
+      source,
+      issues.map(({ path: where, message }) => `${fieldPath(where, '(top level)')}: ${message}`),
+    );
 }
 
 export function loadRunConfig(file: string): RunConfig {

@@ -1,10 +1,14 @@
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadRunConfig, parseRunConfig } from '../src/runConfig';
+import { assertTrainingConfig, ConfigError, loadRunConfig, parseRunConfig } from '../src/runConfig';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-config-'));
 const EXAMPLES = path.join(__dirname, '..', 'config', 'examples');
+
+/** A directory with the files a config's model.path is checked for (their contents are not read then). */
+const MODEL_DIR = mkdtempSync(path.join(dir, 'model-'));
+for (const file of ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors']) writeFileSync(path.join(MODEL_DIR, file), '{}');
 
 function writeConfig(name: string, text: string): string {
   const file = path.join(dir, name);
@@ -84,7 +88,7 @@ describe('run config', () => {
     expect(() => parseRunConfig({ env: { name: 'frozenlake', progressDistance: 'crow' } })).toThrow(/env\.progressDistance/);
     expect(parseRunConfig({ env: { name: 'frozenlake', progressDistance: 'path' } }).env).toMatchObject({ progressDistance: 'path' });
     // The trust region is the embedded trainer's.
-    const realModel = { env: { name: 'frozenlake' }, model: { path: '/models/any' }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
+    const realModel = { env: { name: 'frozenlake' }, model: { path: MODEL_DIR }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
     expect(parseRunConfig(realModel).trainer.maxUpdateKl).toBeUndefined();
     expect(() => parseRunConfig({ ...realModel, trainer: { maxUpdateKl: 0.1 } })).toThrow(/trainer\.maxUpdateKl: is a setting of the embedded trainer/);
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { maxUpdateKl: -1 } })).toThrow(/trainer\.maxUpdateKl/);
@@ -142,6 +146,92 @@ describe('run config', () => {
     expect(() => loadRunConfig(writeConfig('broken.yaml', 'env: [unclosed'))).toThrow(/not valid YAML/);
     expect(() => loadRunConfig(writeConfig('broken.json', '{"env":'))).toThrow(/not valid JSON/);
     expect(() => loadRunConfig(path.join(dir, 'missing.yaml'))).toThrow(/cannot read file/);
+  });
+
+  describe('refuses settings that would do nothing', () => {
+    const realModel = { env: { name: 'frozenlake' }, model: { path: MODEL_DIR }, inference: { backend: 'vllm', servers: ['http://127.0.0.1:8000'] } };
+    const problemsOf = (run: () => unknown): string[] => {
+      try {
+        run();
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as ConfigError).problems;
+      }
+      throw new Error('expected a ConfigError');
+    };
+
+    it('turnCredit.costWeight with the Python trainer, which has no cost term', () => {
+      const costOnly = { agent: { history: 'none' }, trainer: { turnCredit: { weight: 1, costWeight: 0.5 } } };
+      expect(problemsOf(() => parseRunConfig({ ...realModel, ...costOnly }))).toEqual([
+        'trainer.turnCredit.costWeight: is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none: remove it',
+      ]);
+      // 0 (its default) is no setting at all, and the embedded trainer has the term.
+      expect(parseRunConfig({ ...realModel, agent: { history: 'none' }, trainer: { turnCredit: { weight: 1 } } }).trainer.turnCredit?.costWeight).toBe(0);
+      expect(parseRunConfig({ env: { name: 'frozenlake' }, ...costOnly }).trainer.turnCredit?.costWeight).toBe(0.5);
+    });
+
+    it('a server URL without its scheme, saying what to write', () => {
+      const servers = (list: string[]) => problemsOf(() => parseRunConfig({ ...realModel, inference: { backend: 'vllm', servers: list } }));
+      expect(servers(['localhost:8000'])).toEqual(['inference.servers[0]: "localhost:8000" has no http:// or https://: write "http://localhost:8000"']);
+      expect(servers(['http://127.0.0.1:8000', '10.0.0.2:8000'])).toEqual([
+        'inference.servers[1]: "10.0.0.2:8000" has no http:// or https://: write "http://10.0.0.2:8000"',
+      ]);
+      expect(servers(['ftp://models:21'])).toEqual(['inference.servers[0]: "ftp://models:21": a model server speaks http:// or https://, not ftp://']);
+      expect(servers(['http://'])).toEqual(['inference.servers[0]: "http://" is not a URL']);
+      expect(parseRunConfig({ ...realModel, inference: { backend: 'sglang', servers: ['https://gpu-1:30000'] } }).inference.servers).toEqual([
+        'https://gpu-1:30000',
+      ]);
+    });
+
+    it('a model.path that is not a model directory, in one line naming the path and what is missing', () => {
+      const missing = path.join(dir, 'no-such-model');
+      expect(problemsOf(() => parseRunConfig({ ...realModel, model: { path: missing } }))).toEqual([`model.path: ${missing} does not exist`]);
+      const partial = mkdtempSync(path.join(dir, 'partial-model-'));
+      writeFileSync(path.join(partial, 'config.json'), '{}');
+      writeFileSync(path.join(partial, 'tokenizer.json'), '{}');
+      expect(problemsOf(() => parseRunConfig({ ...realModel, model: { path: partial } }))).toEqual([
+        `model.path: ${partial} has no tokenizer_config.json: not a Hugging Face model directory (config.json, tokenizer.json, tokenizer_config.json and the weights)`,
+      ]);
+      writeFileSync(path.join(partial, 'tokenizer_config.json'), '{}');
+      expect(problemsOf(() => parseRunConfig({ ...realModel, model: { path: partial } }))).toEqual([`model.path: ${partial} has no weights (*.safetensors)`]);
+      // Relative to the config file, and named as resolved.
+      const file = writeConfig(
+        'wrong-model.yaml',
+        'env: { name: frozenlake }\nmodel: { path: ../models/nowhere }\ninference: { backend: vllm, servers: ["http://127.0.0.1:8000"] }\n',
+      );
+      expect(() => loadRunConfig(file)).toThrow(`model.path: ${path.resolve(dir, '../models/nowhere')} does not exist`);
+    });
+
+    it('in a training run: groups of one with a group-relative advantage, and top-p sampling', () => {
+      const single = parseRunConfig({ env: { name: 'frozenlake' }, rollout: { groupSize: 1 } });
+      expect(problemsOf(() => assertTrainingConfig(single, 'run.yaml'))).toEqual([
+        'rollout.groupSize: 1 leaves the group-relative advantage (trainer.advantage grpo) nothing to compare: every advantage is 0 and nothing trains; set 2 or more',
+      ]);
+      expect(() => assertTrainingConfig(single, 'run.yaml')).toThrow(/^invalid config run\.yaml:/);
+      // Per-turn credit compares the visits of a state within one episode too.
+      expect(() =>
+        assertTrainingConfig(
+          parseRunConfig({ env: { name: 'frozenlake' }, agent: { history: 'none' }, rollout: { groupSize: 1 }, trainer: { turnCredit: { weight: 1 } } }),
+        ),
+      ).not.toThrow();
+      const nucleus = parseRunConfig({ env: { name: 'frozenlake' }, sampling: { topP: 0.9 }, trainer: { advantage: 'rloo' }, rollout: { groupSize: 1 } });
+      expect(problemsOf(() => assertTrainingConfig(nucleus))).toEqual([
+        'rollout.groupSize: 1 leaves the group-relative advantage (trainer.advantage rloo) nothing to compare: every advantage is 0 and nothing trains; set 2 or more',
+        'sampling.topP: 0.9 draws tokens from the top-p nucleus, but the trainer scores them under the whole distribution at the sampling temperature, so its importance ratios would be wrong; set 1 to train (a rollout alone may keep it)',
+      ]);
+      // A rollout alone may use both; the default config trains.
+      expect(nucleus.sampling.topP).toBe(0.9);
+      expect(() => assertTrainingConfig(parseRunConfig({ env: { name: 'frozenlake' } }))).not.toThrow();
+    });
+
+    it('trainer.loss.tis: off unless set, a cap of at least 1', () => {
+      expect(parseRunConfig({ env: { name: 'frozenlake' } }).trainer.loss.tis).toBeUndefined();
+      expect(parseRunConfig({ ...realModel, trainer: { loss: { tis: {} } } }).trainer.loss.tis).toEqual({ cap: 2 });
+      expect(parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { tis: { cap: 5 } } } }).trainer.loss.tis).toEqual({ cap: 5 });
+      expect(problemsOf(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { loss: { tis: { cap: 0.5 } } } }))).toEqual([
+        expect.stringMatching(/^trainer\.loss\.tis\.cap: .*>=1/),
+      ]);
+    });
   });
 
   it('gives the three training examples byte-identical trainer sections', () => {

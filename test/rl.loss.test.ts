@@ -181,6 +181,50 @@ describe('policyLoss on fixed inputs', () => {
     );
   });
 
+  /**
+   * Truncated importance sampling, cap 1.5, with the trainer's own logprobs before the step (OLD).
+   * The surrogate's ratio is r = exp(logp - old), the behaviour weight w = min(exp(old - behaviour), 1.5):
+   *   row 0, A = +1:   r = 1, 1, 1                         w = e^0.1 = 1.1051709, e^0.5 = 1.6487 -> 1.5 (capped), 1
+   *   row 1, A = -0.5: r = e^0.1, e^-0.5 (< 0.8: clipped)  w = e^-0.1 = 0.9048374, 1
+   * l = -min(r A, clip(r) A) x w:  -1.1051709 | -1.5 | -1  ||  0.5 e^0.1 e^-0.1 = 0.5 | 0.4 (clipped)
+   * (the numbers of python/tests/test_trainer_loss.py)
+   */
+  const OLD = [
+    [-1.0, -0.2, -2.0],
+    [-0.4, -1.0, 0],
+  ];
+  const tisLoss = (old = OLD, cap = 1.5) =>
+    tf.tidy(() => {
+      const { loss, metrics } = policyLoss({ ...fixedInputs(), oldLogprobs: tf.tensor2d(old) }, { ...DEFAULT_LOSS_CONFIG, tis: { cap } });
+      return [loss, metrics.clipFraction, metrics.approxKl, metrics.tisWeight!, metrics.tisCappedFraction!].map((t) => t.dataSync()[0]);
+    });
+
+  it("tis weighs each token by the capped behaviour ratio of the trainer's logprobs before the step", () => {
+    const [loss, clipFraction, approxKl, tisWeight, tisCapped] = tisLoss();
+    expect(loss).toBeCloseTo((-1.1051709 - 1.5 - 1 + 0.5 + 0.4) / 5, 5); // -0.5410342
+    expect(clipFraction).toBeCloseTo(1 / 5, 6);
+    expect(tisWeight).toBeCloseTo((1.1051709 + 1.5 + 1 + 0.9048374 + 1) / 5, 5);
+    expect(tisCapped).toBeCloseTo(1 / 5, 6);
+    // The behaviour policy's diagnostics keep their meaning.
+    expect(approxKl).toBeCloseTo((0.0051709 + 0.1487213 + 0.1065307) / 5, 5);
+    // With the trainer where the sampler was, every weight is 1 and the ratios are the plain loss's.
+    const [plainLoss, , , unitWeight, noneCapped] = tisLoss(FIXED.behaviourLogprobs, 2);
+    expect(plainLoss).toBeCloseTo(TOKEN_MEAN, 5);
+    expect([unitWeight, noneCapped]).toEqual([expect.closeTo(1, 6), 0]);
+    expect(() => evaluate({ tis: { cap: 2 } })).toThrow(/tis needs the trainer's logprobs before the step/);
+    expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, tis: { cap: 0.5 } })).toMatch(/tis.cap must be a finite number >= 1, got 0.5/);
+  });
+
+  it('tis gives the unclipped tokens -r A w / N, the clipped ones none', () => {
+    const inputs = { ...fixedInputs(), oldLogprobs: tf.tensor2d(OLD) };
+    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, tis: { cap: 1.5 } };
+    const grad = tf.grad((logprobs: tf.Tensor) => policyLoss({ ...inputs, logprobs: logprobs as tf.Tensor2D }, config).loss)(inputs.logprobs);
+    // row 0: -1 x 1 x w / 5; row 1, token 0: 0.5 x e^0.1 x e^-0.1 / 5 = 0.1; the clipped token and padding: 0
+    const expected = [-1.1051709 / 5, -1.5 / 5, -1 / 5, 0.1, 0, 0];
+    Array.from(grad.dataSync()).forEach((value, i) => expect(value).toBeCloseTo(expected[i], 6));
+    tf.dispose([grad, ...Object.values(inputs)]);
+  });
+
   it('answerStarts marks where each run of trained tokens begins, packed answers included', () => {
     const starts = tf.tidy(() =>
       answerStarts(

@@ -88,6 +88,35 @@ describe('PolicyTrainer', () => {
     expect(metrics[0].entropy).toBeGreaterThan(0);
   });
 
+  it('tis weighs by the capped ratio of its own logprobs before the batch to the sampler', async () => {
+    // The sampler's logprobs 0.1 below the trainer's: every behaviour ratio is e^0.1.
+    const below = batch.map((s) => ({ ...s, behaviourLogprobs: s.behaviourLogprobs.map((lp, t) => (s.lossMask[t] ? lp - 0.1 : lp)) }));
+    const train = async (loss: Partial<LossConfig>, optimizerStepsPerBatch = 1) => {
+      const trainer = await create(initWeights(config, 1), { loss: { temperature: TEMPERATURE, ...loss }, optimizerStepsPerBatch });
+      try {
+        return { metrics: trainer.trainBatch(below), weights: trainer.snapshot() };
+      } finally {
+        trainer.dispose();
+      }
+    };
+    const plain = await train({});
+    const uncapped = await train({ tis: { cap: 2 } });
+    const capped = await train({ tis: { cap: 1.05 } });
+    expect(plain.metrics.tisWeightMean).toBeUndefined();
+    expect(uncapped.metrics).toMatchObject({ tisWeightMean: expect.closeTo(Math.exp(0.1), 4), tisCappedFraction: 0 });
+    expect(capped.metrics).toMatchObject({ tisWeightMean: expect.closeTo(1.05, 5), tisCappedFraction: 1 });
+    // The trainer's ratio to itself is 1, so the loss is the weight's share of the plain one (r = e^0.1, unclipped).
+    expect(capped.metrics.loss).toBeCloseTo((plain.metrics.loss * 1.05) / Math.exp(0.1), 4);
+    // Below the cap, weight and ratio to the sampler are the same correction: the same update.
+    expect(uncapped.metrics.loss).toBeCloseTo(plain.metrics.loss, 5);
+    for (const [name, values] of Object.entries(plain.weights.params)) {
+      const other = uncapped.weights.params[name];
+      expect(Math.max(...values.map((v, i) => Math.abs(v - other[i])))).toBeLessThan(1e-5);
+    }
+    // A later minibatch is weighed by the policy before the batch, not by the one its first update left.
+    expect((await train({ tis: { cap: 2 } }, 2)).metrics.tisWeightMean).toBeCloseTo(Math.exp(0.1), 4);
+  });
+
   it.each<LossConfig['aggregation']>(['token-mean', 'sequence-mean-token-mean'])(
     'sums share-weighted per-sequence losses (and so gradients) into exactly the minibatch loss (%s)',
     async (aggregation) => {

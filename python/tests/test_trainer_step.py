@@ -198,19 +198,68 @@ def test_each_step_trains_at_the_rate_its_input_gives(data_dir, model_dir):
     assert max((v2[k].float() - v1[k].float()).abs().max().item() for k in v1) < 1e-6
 
 
-def test_agreement_reads_only_tokens_of_the_base_version(data_dir, model_dir):
+def test_agreement_reads_tokens_of_the_base_version_and_every_version_apart(data_dir, model_dir):
     activities = activities_for(data_dir, model_dir)
     activities.prepare_policy(prepare_input())
-    # Behaviour logprobs 0.1 below the model's; b's tokens claim version 7: not compared.
+    # Behaviour logprobs 0.1 below the model's; b's tokens claim version 7: not in the base version's.
     versions = lambda trajectory, turn, n: [0] * n if trajectory == "a" else [7] * n  # noqa: E731
     groups = sampled_store(data_dir, checkpoint(data_dir, 0), shift=0.1, versions=versions)
     metrics = activities.train_step(step_input(0, groups))["metrics"]
-    assert metrics["logprobTokensCompared"] == 5
+    assert metrics["logprobComparedVersion"] == 0 and metrics["logprobTokensCompared"] == 5
     assert metrics["logprobDiffMean"] == pytest.approx(0.1, abs=1e-5)
     assert metrics["logprobDiffMax"] == pytest.approx(0.1, abs=1e-5)
     # d = trainer - behaviour = 0.1: k3 = exp(0.1) - 1 - 0.1
     assert metrics["logprobMismatchKl"] == pytest.approx(math.exp(0.1) - 1.1, rel=1e-3)
     assert metrics["stalenessHistogram"] == {"-7": 4, "0": 5}
+    by_version = metrics["logprobMismatchByVersion"]
+    assert [(row["version"], row["tokens"]) for row in by_version] == [(0, 5), (7, 4)]
+    for row in by_version:
+        assert row["diffMean"] == pytest.approx(0.1, abs=1e-5) and row["diffMax"] == pytest.approx(0.1, abs=1e-5)
+        assert row["mismatchKl"] == pytest.approx(math.exp(0.1) - 1.1, rel=1e-3)
+
+
+def test_agreement_is_reported_on_a_step_whose_tokens_an_older_version_sampled(data_dir, model_dir):
+    activities = activities_for(data_dir, model_dir)
+    activities.prepare_policy(prepare_input())
+    groups = sampled_store(data_dir, checkpoint(data_dir, 0))
+    activities.train_step(step_input(0, groups, learningRate=1e-2))
+    # Step 1 trains v1 on tokens v0 sampled: none of the base version, all of them compared as v0's.
+    metrics = activities.train_step(step_input(1, groups, learningRate=1e-2))["metrics"]
+    assert metrics["logprobComparedVersion"] == 1 and metrics["logprobTokensCompared"] == 0 and metrics["logprobDiffMax"] == 0
+    [row] = metrics["logprobMismatchByVersion"]
+    assert row["version"] == 0 and row["tokens"] == 9
+    # What v1 moved from v0, measured: v1's logprobs of the tokens against v0's.
+    v1 = AutoModelForCausalLM.from_pretrained(checkpoint(data_dir, 1))
+    v0 = AutoModelForCausalLM.from_pretrained(checkpoint(data_dir, 0))
+    good = [5, 6, 7, 8, 9, 10]
+    moved = max(abs(a - b) for a, b in zip(full_logprobs(v1, good)[2:], full_logprobs(v0, good)[2:]))
+    assert 1e-4 < moved <= row["diffMax"] + 1e-5
+
+
+def test_tis_weighs_the_loss_by_the_capped_behaviour_ratio(data_dir, model_dir):
+    # Behaviour logprobs 0.1 below the trainer's: every token's behaviour ratio is e^0.1.
+    # GRPO gives a (5 tokens) +1 and b (4 tokens) -1, so the token-mean loss is -w / 9 at the first
+    # minibatch (the trainer's ratio to itself is 1).
+    def loss_with(tis, tmp):
+        data = tmp / "data"
+        activities = activities_for(data, model_dir)
+        activities.prepare_policy(prepare_input())
+        groups = sampled_store(data, checkpoint(data, 0), shift=0.1)
+        loss = {"epsilon": 0.2, "epsilonHigh": 0.28, "beta": 0, "kl": "k3", "aggregation": "token-mean", **tis}
+        return activities.train_step(step_input(0, groups, loss=loss))["metrics"], data
+
+    plain, plain_dir = loss_with({}, data_dir / "plain")
+    uncapped, uncapped_dir = loss_with({"tis": {"cap": 2.0}}, data_dir / "uncapped")
+    capped, _ = loss_with({"tis": {"cap": 1.05}}, data_dir / "capped")
+    assert "tisWeightMean" not in plain
+    assert uncapped["tisWeightMean"] == pytest.approx(math.exp(0.1), abs=1e-4) and uncapped["tisCappedFraction"] == 0
+    assert uncapped["loss"] == pytest.approx(-math.exp(0.1) / 9, abs=1e-4)
+    assert capped["tisWeightMean"] == pytest.approx(1.05, abs=1e-6) and capped["tisCappedFraction"] == 1
+    assert capped["loss"] == pytest.approx(-1.05 / 9, abs=1e-4)
+    # Below the cap, the weight and the ratio to the sampler are the same correction: the same update.
+    assert plain["loss"] == pytest.approx(uncapped["loss"], abs=1e-5)
+    plain_v1, tis_v1 = load_file(checkpoint(plain_dir, 1) / "model.safetensors"), load_file(checkpoint(uncapped_dir, 1) / "model.safetensors")
+    assert all(torch.allclose(plain_v1[k], tis_v1[k], atol=1e-6) for k in plain_v1)
 
 
 def test_agreement_is_measured_before_the_update_with_several_minibatches(data_dir, model_dir):
@@ -248,7 +297,7 @@ def test_a_step_with_every_group_skipped_publishes_the_same_weights(data_dir, mo
     output = activities.train_step(step_input(0, solved, groupFilter="mixed-outcomes"))
     metrics = output["metrics"]
     assert output["version"] == 1 and metrics["groupsSkipped"] == 1 and metrics["tokens"] == 0 and metrics["loss"] == 0
-    assert metrics["logprobTokensCompared"] == 0 and metrics["logprobDiffMax"] == 0
+    assert metrics["logprobTokensCompared"] == 0 and metrics["logprobDiffMax"] == 0 and metrics["logprobMismatchByVersion"] == []
     assert "trajectoryTime" not in metrics and metrics["trajectories"] == 2
     before, after = load_file(checkpoint(data_dir, 0) / "model.safetensors"), load_file(checkpoint(data_dir, 1) / "model.safetensors")
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
@@ -263,6 +312,8 @@ def test_a_batch_without_an_advantage_takes_no_optimizer_step(data_dir, model_di
     solved = [group_json("g0", ["a", "b"], [1.0, 1.0], [True, True])]
     metrics = activities.train_step(step_input(1, solved, learningRate=1e-2))["metrics"]
     assert metrics["tokens"] == 0 and metrics["loss"] == 0 and metrics["groupsSkipped"] == 0
+    # Its tokens are still compared with the sampler's (v0's, from v1).
+    assert [(row["version"], row["tokens"]) for row in metrics["logprobMismatchByVersion"]] == [(0, 9)]
     before, after = load_file(checkpoint(data_dir, 1) / "model.safetensors"), load_file(checkpoint(data_dir, 2) / "model.safetensors")
     assert all(torch.equal(before[k], after[k]) for k in before)
 

@@ -1,6 +1,6 @@
 /**
- * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, with an
- * optional KL penalty to a reference policy, an optional coverage of it and an optional entropy
+ * The policy-gradient loss: PPO's clipped surrogate on token-level importance ratios, optionally
+ * weighted by truncated importance sampling on the behaviour ratio, with an optional KL penalty to a reference policy, an optional coverage of it and an optional entropy
  * bonus, over a minibatch padded to [B, T].
  *
  * Position t of row b is the sequence's target t + 1: logprobs[b, t] = log p(ids[t + 1] | ids[<= t]),
@@ -24,6 +24,8 @@ export interface LossConfig {
   /** KL estimator for the penalty. */
   kl: 'k1' | 'k3';
   aggregation: 'token-mean' | 'sequence-mean-token-mean';
+  /** Truncated importance sampling on the behaviour ratio (`trainer.loss.tis`); absent: off. */
+  tis?: { cap: number };
   /** Weight of the policy's entropy at the trained tokens, subtracted from the loss; 0 turns it off. */
   entropyBonus: number;
   entropyBonusTokens: RegularisedTokens;
@@ -65,6 +67,7 @@ export function lossConfigProblem({
   entropyBonus,
   entropyBonusTokens,
   coverage,
+  tis,
   temperature,
 }: LossConfig): string | undefined {
   if (!(epsilon > 0 && epsilon < 1)) return `epsilon must be in (0, 1), got ${epsilon}`;
@@ -84,6 +87,7 @@ export function lossConfigProblem({
     if (floor !== undefined && !(floor > 0 && floor <= 1)) return `coverage.floor must be in (0, 1], got ${floor}`;
     if (tokens !== 'all' && tokens !== 'answer-start') return `coverage.tokens must be all or answer-start, got ${JSON.stringify(tokens)}`;
   }
+  if (tis && !(tis.cap >= 1 && Number.isFinite(tis.cap))) return `tis.cap must be a finite number >= 1, got ${tis.cap}`;
   if (!(temperature > 0 && Number.isFinite(temperature))) return `temperature must be a finite number > 0, got ${temperature}`;
   return undefined;
 }
@@ -221,6 +225,8 @@ export interface LossInputs extends MaskedLogprobs {
   advantages: tf.Tensor1D;
   /** [B, T] logprobs under the reference policy; needed when beta > 0. */
   refLogprobs?: tf.Tensor2D;
+  /** [B, T] the trainer's own logprobs before the step's first update, a constant; needed with tis. */
+  oldLogprobs?: tf.Tensor2D;
 }
 
 /**
@@ -325,8 +331,9 @@ export function trainedTargets(lossMask: readonly number[]): number[] {
 }
 
 /**
- * Everything the loss reads of `samples`. `refLogprobs`, when given, holds each sample's reference
- * logprobs per target (n - 1 values, as `sequenceLogprobs` returns them), read at trained targets only.
+ * Everything the loss reads of `samples`. `refLogprobs` and `oldLogprobs` (the policy's before the
+ * step), when given, hold each sample's logprobs per target (n - 1 values, as `sequenceLogprobs`
+ * returns them), read at trained targets only.
  */
 export function lossInputs(
   policy: TensorWeights,
@@ -334,6 +341,7 @@ export function lossInputs(
   temperature: number,
   refLogprobs?: readonly ArrayLike<number>[],
   extras: MaskedExtras = {},
+  oldLogprobs?: readonly ArrayLike<number>[],
 ): LossInputs {
   assertTrainingSamples(samples, policy.config);
   const answers = samples.some((sample) => sample.answerTargets) ? samples.map((sample) => sample.answerTargets) : undefined;
@@ -351,11 +359,13 @@ export function lossInputs(
     ),
     advantages: tf.tensor1d(samples.map(({ advantage }) => advantage)),
   };
-  if (refLogprobs) {
-    const bad = samples.findIndex(({ ids }, i) => refLogprobs[i]?.length !== ids.length - 1);
-    if (bad >= 0) throw new Error(`sample ${bad}: ${refLogprobs[bad]?.length} reference logprobs for ${samples[bad].ids.length - 1} targets`);
-    inputs.refLogprobs = paddedRows(refLogprobs, width);
-  }
+  const perTarget = (rows: readonly ArrayLike<number>[], what: string) => {
+    const bad = samples.findIndex(({ ids }, i) => rows[i]?.length !== ids.length - 1);
+    if (bad >= 0) throw new Error(`sample ${bad}: ${rows[bad]?.length} ${what} logprobs for ${samples[bad].ids.length - 1} targets`);
+    return paddedRows(rows, width);
+  };
+  if (refLogprobs) inputs.refLogprobs = perTarget(refLogprobs, 'reference');
+  if (oldLogprobs) inputs.oldLogprobs = perTarget(oldLogprobs, 'old');
   return inputs;
 }
 
@@ -384,6 +394,9 @@ export interface LossMetrics<T> {
   coverage?: T;
   /** Entropy of the sampling policy per masked token (Monte-Carlo: mean of -behaviour logprob). */
   entropy: T;
+  /** With tis: the mean behaviour weight, and the share of masked tokens whose weight the cap bounded. */
+  tisWeight?: T;
+  tisCappedFraction?: T;
 }
 
 export interface LossResult {
@@ -393,8 +406,8 @@ export interface LossResult {
 
 /** The loss to minimise for a minibatch, and its diagnostics. Call inside tf.tidy or a gradient function. */
 export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
-  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies } = inputs;
-  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens, coverage } = config;
+  const { logprobs, behaviourLogprobs, mask, advantages, refLogprobs, entropies, oldLogprobs } = inputs;
+  const { epsilon, epsilonHigh, beta, kl, aggregation, entropyBonus, entropyBonusTokens, coverage, tis } = config;
   const A = tf.expandDims(advantages, 1); // [B, 1]: each sequence's advantage, broadcast over its tokens
 
   // Importance ratio of the trained policy to the sampling one, per token:
@@ -403,11 +416,25 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const logRatio = tf.mul(tf.sub(logprobs, behaviourLogprobs), mask);
   const ratio = tf.exp(logRatio);
 
+  // With truncated importance sampling the proximal policy is the trainer's own before the step
+  // (pi_old, a constant here), and the behaviour ratio becomes a weight of its own, capped:
+  //   r = pi_theta(a) / pi_old(a)        w = min(pi_old(a) / pi_behaviour(a), cap)
+  let surrogateRatio = ratio;
+  let behaviourRatio: tf.Tensor | undefined;
+  let tisWeight: tf.Tensor | undefined;
+  if (tis) {
+    if (!oldLogprobs) throw new Error("policyLoss: tis needs the trainer's logprobs before the step (oldLogprobs)");
+    surrogateRatio = tf.exp(tf.mul(tf.sub(logprobs, oldLogprobs), mask));
+    behaviourRatio = tf.exp(tf.mul(tf.sub(oldLogprobs, behaviourLogprobs), mask));
+    tisWeight = tf.minimum(behaviourRatio, tis.cap);
+  }
+
   // PPO's clipped surrogate with an asymmetric clip range:
-  //   l = -min(r A, clip(r, 1 - epsilon, 1 + epsilonHigh) A)
-  const unclipped = tf.mul(ratio, A);
-  const clipped = tf.mul(tf.clipByValue(ratio, 1 - epsilon, 1 + epsilonHigh), A);
+  //   l = -min(r A, clip(r, 1 - epsilon, 1 + epsilonHigh) A)    (x w with tis)
+  const unclipped = tf.mul(surrogateRatio, A);
+  const clipped = tf.mul(tf.clipByValue(surrogateRatio, 1 - epsilon, 1 + epsilonHigh), A);
   let perToken = tf.neg(tf.minimum(unclipped, clipped));
+  if (tisWeight) perToken = tf.mul(perToken, tisWeight);
 
   // KL penalty to a reference policy: l += beta * kl, per token, with d = log pi_ref - log pi_theta:
   //   k1 = -d                 (unbiased, noisy, can be negative)
@@ -460,7 +487,15 @@ export function policyLoss(inputs: LossInputs, config: LossConfig): LossResult {
   const clipFraction = maskedMean(tf.cast(tf.less(clipped, unclipped), 'float32'), mask);
   const approxKl = maskedMean(tf.sub(tf.sub(ratio, 1), logRatio), mask);
   const entropy = maskedMean(tf.neg(behaviourLogprobs), mask);
-  return { loss, metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}), ...(coverageMean ? { coverage: coverageMean } : {}) } };
+  //   with tis: the mean weight w, and the share of tokens whose weight the cap bounded
+  const tisMetrics =
+    tis && tisWeight && behaviourRatio
+      ? { tisWeight: maskedMean(tisWeight, mask), tisCappedFraction: maskedMean(tf.cast(tf.greater(behaviourRatio, tis.cap), 'float32'), mask) }
+      : {};
+  return {
+    loss,
+    metrics: { clipFraction, approxKl, entropy, ...(refKl ? { refKl } : {}), ...(coverageMean ? { coverage: coverageMean } : {}), ...tisMetrics },
+  };
 }
 
 /** `values` where `tokens` says a regulariser is paid, 0 elsewhere. */

@@ -43,11 +43,15 @@ export interface StepMetrics extends TrainMetrics {
   wallMs: number;
   /** Fraction of the time since the previous step ended that the trainer waited for data. */
   trainerIdleFraction: number;
-  /** Fraction of the same interval the inference engines spent in forward passes. */
-  engineBusyFraction: number;
   /**
-   * Fraction of the same interval the env workers had at least one activity running (per env
-   * worker process, summed over them; absent when no env worker published its counters).
+   * Fraction of the same interval the inference engines spent in forward passes, over all engines
+   * (one busy engine out of two is 0.5), measured between the engines' own snapshots nearest the
+   * interval's ends (src/metrics/busy.ts); absent when no engine published newer counters.
+   */
+  engineBusyFraction?: number;
+  /**
+   * Fraction of the same interval the env workers had at least one activity running, over all env
+   * worker processes, measured the same way; absent when no env worker published newer counters.
    */
   envBusyFraction?: number;
   /**
@@ -59,14 +63,21 @@ export interface StepMetrics extends TrainMetrics {
   elapsedS?: number;
   /**
    * Train/inference agreement (the Python trainer of a real model): over the trained tokens that
-   * the very version being trained sampled, the trainer's recomputed logprobs vs the server's
-   * behaviour logprobs: how many were compared, the max and mean absolute difference, and the
-   * k3 estimate of KL(behaviour || trainer).
+   * the very version being trained (`logprobComparedVersion`, the step's base version) sampled,
+   * the trainer's recomputed logprobs before the update vs the server's behaviour logprobs: how
+   * many were compared, the max and mean absolute difference, and the k3 estimate of
+   * KL(behaviour || trainer): the implementations' numerical disagreement alone.
    */
+  logprobComparedVersion?: number;
   logprobTokensCompared?: number;
   logprobDiffMax?: number;
   logprobDiffMean?: number;
   logprobMismatchKl?: number;
+  /**
+   * The same comparison on every step, per version that sampled trained tokens of it (ascending):
+   * for a version older than the base it adds how far the policy moved since (what `loss.tis` weighs by).
+   */
+  logprobMismatchByVersion?: { version: number; tokens: number; diffMax: number; diffMean: number; mismatchKl: number }[];
 }
 
 const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
@@ -87,7 +98,7 @@ export interface StepInputs {
   learningRate: number;
   wallMs: number;
   trainerIdleFraction: number;
-  engineBusyFraction: number;
+  engineBusyFraction?: number;
   envBusyFraction?: number;
   /** The time split of each trained trajectory that recorded one. */
   trajectoryTimes?: readonly TrajectoryTime[];
@@ -123,7 +134,7 @@ export function summarizeStep(inputs: StepInputs): StepMetrics {
     learningRate: inputs.learningRate,
     wallMs: inputs.wallMs,
     trainerIdleFraction: inputs.trainerIdleFraction,
-    engineBusyFraction: inputs.engineBusyFraction,
+    ...(inputs.engineBusyFraction === undefined ? {} : { engineBusyFraction: inputs.engineBusyFraction }),
     ...(inputs.envBusyFraction === undefined ? {} : { envBusyFraction: inputs.envBusyFraction }),
     ...(inputs.trajectoryTimes?.length ? { trajectoryTime: meanTime(inputs.trajectoryTimes) } : {}),
   };

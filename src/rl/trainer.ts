@@ -90,6 +90,9 @@ export interface TrainMetrics {
   refKl?: number;
   coverage?: number;
   entropy: number;
+  /** With loss.tis: token means of the behaviour weight, and of the tokens whose weight the cap bounded. */
+  tisWeightMean?: number;
+  tisCappedFraction?: number;
   /** Mean over minibatches of the global gradient norm before clipping. */
   gradNorm: number;
   /** Trained (loss mask 1) tokens, and sequences. */
@@ -238,14 +241,20 @@ export class PolicyTrainer {
     const steps = this.optimizerStepsPerBatch;
     if (samples.length < steps) throw new Error(`optimizerStepsPerBatch (${steps}) exceeds the batch's ${samples.length} samples`);
     const started = performance.now();
-    const { temperature, aggregation, entropyBonus, beta, coverage } = this.lossConfig;
+    const { temperature, aggregation, entropyBonus, beta, coverage, tis } = this.lossConfig;
     const timings = { forwardBackwardMs: 0, optimizerMs: 0 };
     let lossSum = 0;
     let gradNormSum = 0;
     // Token-weighted sums of the per-sequence metric means.
-    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, coverage: 0, entropy: 0 };
+    const sums = { clipFraction: 0, approxKl: 0, refKl: 0, coverage: 0, entropy: 0, tisWeight: 0, tisCappedFraction: 0 };
     const minibatches = split(samples, steps);
     const minibatchParts = minibatches.map((minibatch) => sameSequenceParts(minibatch));
+    const scoreParts = <T>(parts: readonly TrainingSample[][], score: (ids: number[], targets: number[]) => T) =>
+      parts.map(([{ ids, lossMask }]) => score(ids, trainedTargets(lossMask)));
+    // With tis, every minibatch's logprobs under the policy before the batch, scored before its first update.
+    const oldLogprobs = tis
+      ? minibatchParts.map((parts) => scoreParts(parts, (ids, targets) => sequenceLogprobs(this.policy, ids, temperature, targets)))
+      : undefined;
     // The trust region's reference: the policy before the batch, and its logprobs on the first
     // minibatch, read from that minibatch's own forward pass (it runs before any update).
     const before = this.maxUpdateKl === undefined ? undefined : { state: this.saveState(), logprobs: [] as Float32Array[] };
@@ -256,16 +265,23 @@ export class PolicyTrainer {
         const parts = minibatchParts[index];
         // The reference's scores of each part, outside the gradient: it is not trained.
         const reference = this.reference;
-        const perPart = <T>(score: (ids: number[], targets: number[]) => T) => parts.map(([{ ids, lossMask }]) => score(ids, trainedTargets(lossMask)));
+        const perPart = <T>(score: (ids: number[], targets: number[]) => T) => scoreParts(parts, score);
         const refLogprobs = reference && beta > 0 ? perPart((ids, targets) => sequenceLogprobs(reference, ids, temperature, targets)) : undefined;
         const refDistributions = reference && coverage ? perPart((ids, targets) => targetDistributions(reference, ids, targets, temperature)) : undefined;
         const { loss, grads } = this.gradients(parts, minibatch, aggregation, (chunk, firstPart) => {
           const samples = chunk.flat();
           const ofSamples = <T>(values: readonly T[]) => chunk.flatMap((part, j) => part.map(() => values[firstPart + j]));
-          const inputs = lossInputs(this.policy, samples, temperature, refLogprobs && ofSamples(refLogprobs), {
-            entropy: entropyBonus > 0,
-            ...(refDistributions ? { coverage: { refDistributions: ofSamples(refDistributions), floor: coverage?.floor } } : {}),
-          });
+          const inputs = lossInputs(
+            this.policy,
+            samples,
+            temperature,
+            refLogprobs && ofSamples(refLogprobs),
+            {
+              entropy: entropyBonus > 0,
+              ...(refDistributions ? { coverage: { refDistributions: ofSamples(refDistributions), floor: coverage?.floor } } : {}),
+            },
+            oldLogprobs && ofSamples(oldLogprobs[index]),
+          );
           // Every row of a part holds the same logprobs: its first serves the trust region.
           if (before && index === 0) before.logprobs.push(...firstRowsOfParts(inputs.logprobs, chunk));
           const { loss: chunkLoss, metrics } = policyLoss(inputs, this.lossConfig);
@@ -275,6 +291,8 @@ export class PolicyTrainer {
           sums.entropy += read(metrics.entropy) * tokens;
           if (metrics.refKl) sums.refKl += read(metrics.refKl) * tokens;
           if (metrics.coverage) sums.coverage += read(metrics.coverage) * tokens;
+          if (metrics.tisWeight) sums.tisWeight += read(metrics.tisWeight) * tokens;
+          if (metrics.tisCappedFraction) sums.tisCappedFraction += read(metrics.tisCappedFraction) * tokens;
           return chunkLoss;
         });
         const optimizerStarted = performance.now();
@@ -301,6 +319,7 @@ export class PolicyTrainer {
       ...(beta > 0 ? { refKl: sums.refKl / tokens } : {}),
       ...(coverage ? { coverage: sums.coverage / tokens } : {}),
       entropy: sums.entropy / tokens,
+      ...(tis ? { tisWeightMean: sums.tisWeight / tokens, tisCappedFraction: sums.tisCappedFraction / tokens } : {}),
       gradNorm: gradNormSum / steps,
       tokens,
       sequences: samples.length,

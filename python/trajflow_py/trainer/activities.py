@@ -31,7 +31,7 @@ from .log import Logger, now_ms
 from .policy import copy_model_dir, default_device, drop_optimizer_state
 from .policy_trainer import NOTHING_TRAINED, PolicyTrainer, TrainMetrics
 from .settings import WorkerSettings
-from .step_metrics import Utilization, logprob_agreement, samples_sampled_by, summarize_step
+from .step_metrics import Utilization, logprob_agreement, summarize_step
 from .utilization import UtilizationClock
 from .validation import Model, parse
 
@@ -153,9 +153,7 @@ class TrainerActivities:
         # are published as the next version (one version per step is what admission and resume count on).
         if batch.samples:
             # The step's own rate: this trainer may have been held from an earlier step.
-            train, before = trainer.train_batch(
-                batch.samples, samples_sampled_by(batch.samples, base), learning_rate=input.trainer.learning_rate
-            )
+            train, before = trainer.train_batch(batch.samples, learning_rate=input.trainer.learning_rate)
         else:
             train, before = NOTHING_TRAINED, []
         # Publish, metrics line, result: a cancellation (worker shutdown) waits until all are written.

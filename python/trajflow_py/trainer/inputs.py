@@ -19,6 +19,11 @@ Aggregation = Literal["token-mean", "sequence-mean-token-mean"]
 Precision = Literal["float32", "bfloat16"]
 
 
+class TisConfig(CamelModel):
+    #: The most a token's behaviour weight min(pi_old / pi_behaviour, cap) can be.
+    cap: float = Field(ge=1, allow_inf_nan=False)
+
+
 class LossConfig(CamelModel):
     #: PPO clip range below 1 (the ratio's floor is 1 - epsilon).
     epsilon: float = Field(gt=0, lt=1)
@@ -28,6 +33,8 @@ class LossConfig(CamelModel):
     beta: float = Field(ge=0, allow_inf_nan=False)
     kl: Literal["k1", "k3"]
     aggregation: Aggregation
+    #: Truncated importance sampling on the behaviour ratio; None: off (see policy_loss).
+    tis: TisConfig | None = None
 
 
 class TurnCreditConfig(CamelModel):

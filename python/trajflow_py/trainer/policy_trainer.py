@@ -45,6 +45,9 @@ class TrainMetrics:
     optimizer_ms: float = 0.0
     #: Only when the loss has a KL term (beta > 0).
     ref_kl: float | None = None
+    #: Only with loss.tis: token means of the behaviour weight, and of the tokens whose weight the cap bounded.
+    tis_weight_mean: float | None = None
+    tis_capped_fraction: float | None = None
 
     def to_json(self) -> dict:
         """The TrainMetrics JSON of the TypeScript trainer (refKl only when there is a reference)."""
@@ -54,6 +57,7 @@ class TrainMetrics:
             "approxKl": self.approx_kl,
             **({} if self.ref_kl is None else {"refKl": self.ref_kl}),
             "entropy": self.entropy,
+            **({} if self.tis_weight_mean is None else {"tisWeightMean": self.tis_weight_mean, "tisCappedFraction": self.tis_capped_fraction}),
             "gradNorm": self.grad_norm,
             "tokens": self.tokens,
             "sequences": self.sequences,
@@ -160,14 +164,16 @@ class PolicyTrainer:
         with torch.no_grad():
             return target_logprobs(self.model, sample.ids, sample.trained_targets(), self.temperature)
 
-    def _backward(self, sample: TrainingSample, weight: float) -> tuple[Tensor, LossResult]:
+    def _backward(self, sample: TrainingSample, weight: float, old: Tensor | None) -> tuple[Tensor, LossResult]:
         """
         Adds weight x the gradient of the sample's loss to the parameters' gradients; returns the
-        sample's logprobs (detached) and its loss result.
+        sample's logprobs (detached) and its loss result. `old`: its logprobs before the step's
+        first update, None where no update came before this pass (then this pass's own are).
         """
         device = self.model.device
         targets = sample.trained_targets()
         logprobs = target_logprobs(self.model, sample.ids, targets, self.temperature)
+        old_logprobs = logprobs.detach() if old is None else old
         behaviour = torch.tensor([sample.behaviour_logprobs[t + 1] for t in targets], device=device, dtype=torch.float32)
         ref = None
         if self.reference is not None:
@@ -175,25 +181,25 @@ class PolicyTrainer:
                 ref = target_logprobs(self.reference, sample.ids, targets, self.temperature)[None]
         advantage = torch.tensor([sample.advantage], device=device, dtype=torch.float32)
         # One row, every position a trained target: the mask is all ones.
-        result = policy_loss(logprobs[None], behaviour[None], torch.ones_like(behaviour)[None], advantage, self.config.loss, ref)
+        ones = torch.ones_like(behaviour)[None]
+        result = policy_loss(logprobs[None], behaviour[None], ones, advantage, self.config.loss, ref, old_logprobs[None])
         (result.loss * weight).backward()
         return logprobs.detach(), result
 
-    def train_batch(
-        self, samples: list[TrainingSample], score_first: list[bool] | None = None, *, learning_rate: float | None = None
-    ) -> tuple[TrainMetrics, list[Tensor | None]]:
+    def train_batch(self, samples: list[TrainingSample], *, learning_rate: float | None = None) -> tuple[TrainMetrics, list[Tensor | None]]:
         """
         One RL update on `samples`: split into `optimizerStepsPerBatch` contiguous minibatches, one
         AdamW step each, so later minibatches see a policy that already moved (which is what the
         importance ratio and its clipping are for).
 
         Also returns the logprobs of each sample's trained tokens under the weights BEFORE the
-        update, for the samples `score_first` marks (all if None; None for the others): the first
-        minibatch's come free from its forward pass, the others' from a pass before any update.
+        update (loss.tis weighs by them; the step's metrics compare them with the sampler's): the
+        first minibatch's come free from its forward pass, the others' from a pass before any update.
 
         A batch in which every advantage is 0 (every group all solved or all failed) has a loss of 0
         and no gradient unless a KL penalty pulls toward the reference; it takes no AdamW step, since
-        the optimizer's momentum alone would still move the policy, on no evidence.
+        the optimizer's momentum alone would still move the policy, on no evidence (its samples
+        are still scored).
 
         `learning_rate`: this step's (a run's schedule moves it; the trainer outlives a step), by
         default the rate the optimizer has.
@@ -206,30 +212,30 @@ class PolicyTrainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = learning_rate
         if self.config.loss.beta == 0 and all(sample.advantage == 0 for sample in samples):
-            return NOTHING_TRAINED, [None] * len(samples)
+            # Scored all the same: the step's metrics compare them with the sampler's every step.
+            return NOTHING_TRAINED, [self.score(sample) for sample in samples]
         steps = self.config.optimizer_steps_per_batch
         if len(samples) < steps:
             raise ValueError(f"optimizerStepsPerBatch ({steps}) exceeds the batch's {len(samples)} samples")
         started = time.perf_counter()
-        wanted = score_first if score_first is not None else [True] * len(samples)
         minibatches = split(list(range(len(samples))), steps)
         parameters = [p for p in self.model.parameters() if p.requires_grad]
 
         before: list[Tensor | None] = [None] * len(samples)
-        for i in (i for minibatch in minibatches[1:] for i in minibatch if wanted[i]):
+        for i in (i for minibatch in minibatches[1:] for i in minibatch):
             before[i] = self.score(samples[i])
         forward_backward_ms = _ms_since(started)
         optimizer_ms = loss_sum = grad_norm_sum = 0.0
         # Token-weighted sums of the per-sequence metric means.
-        sums = {"clip_fraction": 0.0, "approx_kl": 0.0, "entropy": 0.0, "ref_kl": 0.0}
+        sums = {"clip_fraction": 0.0, "approx_kl": 0.0, "entropy": 0.0, "ref_kl": 0.0, "tis_weight": 0.0, "tis_capped_fraction": 0.0}
         for k, minibatch in enumerate(minibatches):
             forward_started = time.perf_counter()
             batch = [samples[i] for i in minibatch]
             self.optimizer.zero_grad(set_to_none=True)
             for i in minibatch:
                 weight = share(samples[i], batch, self.config.loss.aggregation)
-                logprobs, result = self._backward(samples[i], weight)
-                if k == 0 and wanted[i]:
+                logprobs, result = self._backward(samples[i], weight, before[i])
+                if k == 0:
                     before[i] = logprobs
                 loss_sum += float(result.loss.detach()) * weight / steps
                 tokens = len(logprobs)
@@ -250,6 +256,8 @@ class PolicyTrainer:
             approx_kl=sums["approx_kl"] / tokens,
             entropy=sums["entropy"] / tokens,
             ref_kl=sums["ref_kl"] / tokens if self.reference is not None else None,
+            tis_weight_mean=sums["tis_weight"] / tokens if self.config.loss.tis is not None else None,
+            tis_capped_fraction=sums["tis_capped_fraction"] / tokens if self.config.loss.tis is not None else None,
             grad_norm=grad_norm_sum / steps,
             tokens=tokens,
             sequences=len(samples),

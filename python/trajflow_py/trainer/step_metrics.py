@@ -27,43 +27,50 @@ def js_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def _agreement(diffs: Sequence[float]) -> dict:
+    """max |d|, mean |d| and the k3 estimate mean(exp(d) - 1 - d) of KL(behaviour || trainer); 0 for none."""
+    return {
+        "diffMax": max((abs(d) for d in diffs), default=0.0),
+        "diffMean": _mean([abs(d) for d in diffs]),
+        "mismatchKl": _mean([math.exp(d) - 1 - d for d in diffs]),
+    }
+
+
 def logprob_agreement(samples: Sequence[TrainingSample], before: Sequence[Tensor | None], base_version: int) -> dict:
     """
-    How far the trainer's logprobs (before the update) are from the behaviour logprobs the
-    sampler recorded, over the trained tokens sampled by the very weights being trained
-    (policyVersion == baseVersion): with d = trainer_lp - behaviour_lp per token,
+    How far the trainer's logprobs (at `base_version`, before the update) are from the behaviour
+    logprobs the sampler recorded, with d = trainer_lp - behaviour_lp per trained token:
 
-        logprobDiffMax  = max |d|        logprobDiffMean = mean |d|
-        logprobMismatchKl = mean(exp(d) - 1 - d)   (k3 estimate of KL(behaviour || trainer))
-
-    All 0 with logprobTokensCompared 0 when no token qualifies. On one set of weights these
-    measure the two implementations' numerical disagreement alone (precision, kernels).
+    - logprobTokensCompared, logprobDiffMax (max |d|), logprobDiffMean (mean |d|) and
+      logprobMismatchKl (mean(exp(d) - 1 - d), k3 of KL(behaviour || trainer)) over the tokens the
+      very weights being trained sampled (policy version == logprobComparedVersion): the two
+      implementations' numerical disagreement alone (precision, kernels). All 0 with 0 tokens.
+    - logprobMismatchByVersion: the same per version that sampled trained tokens of the step, every
+      step: for an older version the difference adds what the policy moved since (what loss.tis
+      weighs by).
     """
-    diffs: list[float] = []
+    diffs: dict[int, list[float]] = {}
     for sample, logprobs in zip(samples, before):
         if logprobs is None:
             continue
         values = logprobs.tolist()
         for j, t in enumerate(sample.trained_targets()):
-            if sample.policy_versions[t + 1] == base_version:
-                diffs.append(values[j] - sample.behaviour_logprobs[t + 1])
+            diffs.setdefault(sample.policy_versions[t + 1], []).append(values[j] - sample.behaviour_logprobs[t + 1])
+    same = _agreement(diffs.get(base_version, []))
     return {
-        "logprobTokensCompared": len(diffs),
-        "logprobDiffMax": max((abs(d) for d in diffs), default=0.0),
-        "logprobDiffMean": _mean([abs(d) for d in diffs]),
-        "logprobMismatchKl": _mean([math.exp(d) - 1 - d for d in diffs]),
+        "logprobComparedVersion": base_version,
+        "logprobTokensCompared": len(diffs.get(base_version, [])),
+        "logprobDiffMax": same["diffMax"],
+        "logprobDiffMean": same["diffMean"],
+        "logprobMismatchKl": same["mismatchKl"],
+        "logprobMismatchByVersion": [{"version": v, "tokens": len(diffs[v]), **_agreement(diffs[v])} for v in sorted(diffs)],
     }
-
-
-def samples_sampled_by(samples: Sequence[TrainingSample], version: int) -> list[bool]:
-    """Which samples hold a trained token sampled by `version` (those the agreement reads)."""
-    return [any(v == version for v, m in zip(s.policy_versions, s.loss_mask) if m == 1) for s in samples]
 
 
 @dataclass(frozen=True)
 class Utilization:
     trainer_idle_fraction: float
-    engine_busy_fraction: float
+    engine_busy_fraction: float | None
     env_busy_fraction: float | None
 
 
@@ -122,7 +129,7 @@ def summarize_step(
         "learningRate": learning_rate,
         "wallMs": wall_ms,
         "trainerIdleFraction": utilization.trainer_idle_fraction,
-        "engineBusyFraction": utilization.engine_busy_fraction,
+        **({} if utilization.engine_busy_fraction is None else {"engineBusyFraction": utilization.engine_busy_fraction}),
         **({} if utilization.env_busy_fraction is None else {"envBusyFraction": utilization.env_busy_fraction}),
         **({"trajectoryTime": _mean_time(trajectory_times)} if trajectory_times else {}),
     }
