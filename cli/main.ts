@@ -6,10 +6,11 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { Client } from '@temporalio/client';
 import { ConfigError, loadRunConfig } from '../src/runConfig';
-import { TemporalConfigSchema } from '../config/schema';
+import type { RunConfig } from '../config/schema';
 import { rolloutStatusQuery } from '../workflows/signals';
 import { pauseUpdate, resumeUpdate, stopUpdate, trainingStatusQuery } from '../workflows/training';
 import { parseRoles, ROLES, startWorkers, WorkerRolesError, type RunningWorkers } from '../workers/start';
+import { taskQueuePrefixOf } from '../workers/taskQueues';
 import { parseLogFormat } from '../src/log';
 import { ensureTemporalBinary } from '../src/temporal/binary';
 import { runningDevServer, startDevServer, stopDevServer } from '../src/temporal/devServer';
@@ -21,7 +22,9 @@ import { prepareCluster } from '../client/clusterPrepare';
 import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
 import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
-import { INTERRUPTED_EXIT_CODE, RunInterrupted } from '../client/session';
+import { defaultRunId, INTERRUPTED_EXIT_CODE, OpenRunElsewhereError, RunInterrupted } from '../client/session';
+import { terminateRun } from '../client/openRuns';
+import { modelServersLogOf, silentLocalModelServers, startLocalModelServers } from '../client/modelServers';
 import { runLayout } from '../src/store/runLayout';
 import { exportRunTrace } from '../src/trace/perfetto';
 import { writeReport } from '../src/report/report';
@@ -34,7 +37,15 @@ import { createCliOutput } from '../src/terminal/cliOutput';
 let { logger, statusLine } = createCliOutput();
 
 /** Errors whose message says everything: printed without a stack. */
-const ONE_LINE_ERRORS = [ConfigError, TemporalConnectionError, ClusterPrepareError, DataDirNotMarkedError, DeploymentError, WorkerRolesError];
+const ONE_LINE_ERRORS = [
+  ConfigError,
+  TemporalConnectionError,
+  ClusterPrepareError,
+  DataDirNotMarkedError,
+  DeploymentError,
+  WorkerRolesError,
+  OpenRunElsewhereError,
+];
 
 function fail(err: unknown): never {
   if (err instanceof RunInterrupted) {
@@ -127,24 +138,47 @@ program
     let workers: RunningWorkers | undefined;
     const stop = () => (workers ? void workers.shutdown() : process.exit(INTERRUPTED_EXIT_CODE));
     stopWithParent(logger, stop);
-    workers = await startWorkers(config, parseRoles(opts.role), logger);
+    const roles = parseRoles(opts.role);
+    if (roles.includes('inference')) await warnOfSilentModelServers(config, opts.config);
+    workers = await startWorkers(config, roles, logger);
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     await workers.done;
   });
 
 program
+  .command('model-servers')
+  .description(
+    "start the config's model servers on this machine as --local does (each loopback inference.servers URL of a real model that does not answer), until SIGINT/SIGTERM",
+  )
+  .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
+  .action(async (opts) => {
+    const config = loadRunConfig(opts.config);
+    const started = await startLocalModelServers(config, (port) => modelServersLogOf(config.dataDir, port));
+    if (started.servers.length === 0) {
+      process.stdout.write('no model server to start: those of the config on this machine answer already, or it names none here\n');
+      return;
+    }
+    for (const server of started.servers) logger.info({ pid: server.child.pid, log: server.logFile }, 'model server ready');
+    const signal = interruptSignal(logger);
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await started.stop();
+  });
+
+program
   .command('run')
   .description('run a rollout job from a config and print its summary')
   .argument('<config>', 'run config (YAML or JSON)')
-  .option('--run-id <id>', 'workflow id of the run (default: <run.name>-<UTC timestamp>)')
+  .option('--run-id <id>', 'workflow id of the run (default: <run.name>-<UTC timestamp>); the id of a run still open resumes it')
   .option('--local', 'also start the dev server (if needed) and all workers in this process')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
     const progress = createProgress('trajectories', config.rollout.groups * config.rollout.groupSize, { statusLine, logger });
+    const runId: string = opts.runId ?? defaultRunId(config);
     const summary = await runRollout(config, {
-      runId: opts.runId,
+      runId,
       local: Boolean(opts.local),
+      configFile: file,
       logger,
       signal: interruptSignal(logger),
       onStatus: (s) =>
@@ -152,7 +186,9 @@ program
           s.trajectoriesFinished + s.trajectoriesFailed,
           `in flight ${s.trajectoriesInFlight}, mean reward ${(s.rewardSum / Math.max(1, s.trajectoriesFinished)).toFixed(3)}`,
         ),
-    }).finally(() => progress.finish());
+    })
+      .catch(sayHowToResume(opts.local && `trajflow run ${file} --local --run-id ${runId}`))
+      .finally(() => progress.finish());
     process.stdout.write(`${formatSummary(summary)}\n`);
   });
 
@@ -160,13 +196,17 @@ program
   .command('train')
   .description('run a training job from a config: rollouts stream into the trainer; prints the learning curve')
   .argument('<config>', 'run config (YAML or JSON)')
-  .option('--run-id <id>', 'workflow id of the run (default: <run.name>-<UTC timestamp>); an existing run id resumes from its last published version')
+  .option(
+    '--run-id <id>',
+    'workflow id of the run (default: <run.name>-<UTC timestamp>); the id of a run still open resumes it, of a closed one starts it again from its last published version',
+  )
   .option('--local', 'also start the dev server, the rollout workers (in this process) and the trainer (child process)')
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
     const progress = createProgress('train steps', config.trainer.steps, { statusLine, logger });
+    const runId: string = opts.runId ?? defaultRunId(config);
     const summary = await runTraining(config, {
-      runId: opts.runId,
+      runId,
       local: Boolean(opts.local),
       configFile: file,
       logger,
@@ -176,20 +216,32 @@ program
         const evaluation = s.lastEvaluation ? `, held-out v${s.lastEvaluation.version} ${(100 * s.lastEvaluation.successRate).toFixed(0)}%` : '';
         progress.update(s.step, `${m ? `success ${(100 * m.successRate).toFixed(0)}%, loss ${m.loss.toFixed(4)}, ` : ''}queue ${s.queueDepth}${evaluation}`);
       },
-    }).finally(() => progress.finish());
+    })
+      .catch(sayHowToResume(opts.local && `trajflow train ${file} --local --run-id ${runId}`))
+      .finally(() => progress.finish());
     process.stdout.write(`${formatCurve(summary)}\n`);
   });
 
 program
   .command('control')
-  .description('pause, resume or stop a training run (stop: no new rollouts; in-flight groups finish; the last version stays published)')
-  .argument('<runId>', 'the training run id')
-  .argument('<action>', 'pause | resume | stop')
+  .description(
+    'pause, resume or stop a training run (stop: no new rollouts; in-flight groups finish; the last version stays published), ' +
+      'or terminate any run: every open workflow of it ends now, no worker needed (what it stored stays)',
+  )
+  .argument('<runId>', 'the run id')
+  .argument('<action>', 'pause | resume | stop | terminate')
   .option('-c, --config <file>', 'run config, for the Temporal address and namespace')
   .action(async (runId, action, opts) => {
+    if (action === 'terminate') {
+      await withClient(opts.config, async (client) => {
+        const terminated = await terminateRun(client, runId, 'trajflow control terminate');
+        process.stdout.write(`run ${runId}: ${terminated} open workflows terminated\n`);
+      });
+      return;
+    }
     const updates = { pause: pauseUpdate, resume: resumeUpdate, stop: stopUpdate } as const;
     const update = updates[action as keyof typeof updates];
-    if (!update) throw new Error(`unknown action ${JSON.stringify(action)}; actions: ${Object.keys(updates).join(', ')}`);
+    if (!update) throw new Error(`unknown action ${JSON.stringify(action)}; actions: ${Object.keys(updates).join(', ')}, terminate`);
     await withClient(opts.config, async (client) => {
       const status = await client.workflow.getHandle(runId).executeUpdate(update);
       process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
@@ -223,20 +275,20 @@ deployment
   .command('set-current')
   .description('make a build the one new runs start on (its workers of every role must be polling)')
   .requiredOption('--build-id <id>', 'the TRAJFLOW_BUILD_ID its workers were started with')
-  .option('-c, --config <file>', 'run config: its temporal: section (connection, taskQueuePrefix)')
+  .requiredOption('-c, --config <file>', "the workers' run config: its temporal: section and the task queues its workers poll")
   .action(async (opts) => {
     await withClient(opts.config, async (client) => {
-      const s = await setCurrentBuild(client, taskQueuePrefixOf(opts.config), opts.buildId);
+      const s = await setCurrentBuild(client, taskQueuePrefixOf(loadRunConfig(opts.config)), opts.buildId);
       process.stdout.write(`worker deployment ${s.deploymentName}: build ${s.buildId} is current${s.previousBuildId ? ` (was ${s.previousBuildId})` : ''}\n`);
     });
   });
 deployment
   .command('status')
   .description("the deployment's builds: current, draining (runs pinned to it still open) or drained (its workers may stop)")
-  .option('-c, --config <file>', 'run config: its temporal: section (connection, taskQueuePrefix)')
+  .requiredOption('-c, --config <file>', "the workers' run config: its temporal: section and the task queues its workers poll")
   .action(async (opts) => {
     await withClient(opts.config, async (client) => {
-      const s = await deploymentStatus(client, taskQueuePrefixOf(opts.config));
+      const s = await deploymentStatus(client, taskQueuePrefixOf(loadRunConfig(opts.config)));
       const builds = s.versions.map((v) => `  ${v.buildId}: ${v.status}`);
       const routing = s.routingInProgress ? ' (not yet routed by every task queue)' : '';
       process.stdout.write(`${[`worker deployment ${s.deploymentName}: current build ${s.currentBuildId ?? '(none)'}${routing}`, ...builds].join('\n')}\n`);
@@ -290,9 +342,25 @@ program
     );
   });
 
-/** The config's task queue prefix (which names its worker deployment), else the default one. */
-function taskQueuePrefixOf(configFile: string | undefined): string {
-  return (configFile ? loadRunConfig(configFile).temporal : TemporalConfigSchema.parse({})).taskQueuePrefix;
+/** A `.catch` that, when following a run was interrupted, says the command that resumes it, then rethrows. */
+function sayHowToResume(command: string | false) {
+  return (err: unknown): never => {
+    if (err instanceof RunInterrupted && command) logger.warn(`resume it with \`${command}\``);
+    throw err;
+  };
+}
+
+/**
+ * Says, one line each, which of the config's local model servers do not answer: a `--local` run
+ * had started them, and a worker does not.
+ */
+async function warnOfSilentModelServers(config: RunConfig, configFile: string): Promise<void> {
+  for (const url of await silentLocalModelServers(config)) {
+    logger.warn(
+      `model server ${url} (${config.inference.backend}) does not answer and this worker does not start it: start it with \`trajflow model-servers -c ${configFile}\`, ` +
+        `or resume a --local run with \`trajflow train ${configFile} --local --run-id RUN_ID\`, which starts it too`,
+    );
+  }
 }
 
 /** Runs `fn` with a client connected as workers are: the config's `temporal:` over the environment. */

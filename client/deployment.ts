@@ -5,10 +5,9 @@
  * it are open, drained once none is).
  */
 import type { Client } from '@temporalio/client';
-import type { TemporalConfig } from '../config/schema';
 import { deploymentVersionOf } from '../workers/deployment';
 import type { Role } from '../workers/start';
-import { deploymentNameFor, taskQueuesFor } from '../workers/taskQueues';
+import { deploymentNameFor, taskQueuePrefixOf, taskQueuesFor, type QueueScopedConfig } from '../workers/taskQueues';
 
 /** How long a build's workers may take to be registered with the deployment after they first poll. */
 const REGISTRATION_TIMEOUT_MS = 30_000;
@@ -53,7 +52,8 @@ function grpcCode(err: unknown): number | undefined {
 }
 
 /**
- * Makes `buildId` the current version of the deployment of `taskQueuePrefix`: runs started from
+ * Makes `buildId` the current version of the deployment of `taskQueuePrefix` (a config's scoped one,
+ * `taskQueuePrefixOf`): runs started from
  * now on run on it, runs already started stay on theirs. A build whose workers were just started
  * is waited for until it is registered and polls every task queue the current build polls; the
  * switch is waited for until every task queue routes by it.
@@ -78,7 +78,7 @@ export async function setCurrentBuild(client: Client, taskQueuePrefix: string, b
       if ((code !== GRPC_NOT_FOUND && code !== GRPC_FAILED_PRECONDITION) || Date.now() > deadline) {
         const hint =
           code === GRPC_NOT_FOUND || code === GRPC_FAILED_PRECONDITION
-            ? `; start workers of every role with TRAJFLOW_BUILD_ID=${buildId} and the same temporal.taskQueuePrefix first`
+            ? `; start workers of every role with TRAJFLOW_BUILD_ID=${buildId} and the same config first`
             : '';
         throw new DeploymentError(`cannot make build ${buildId} current in worker deployment ${deploymentName}: ${(err as Error).message}${hint}`, {
           cause: err,
@@ -172,14 +172,15 @@ async function waitForRegistration(client: Client, version: { deploymentName: st
  * becomes current once its workers of `roles` are registered. Queues only an earlier build polled
  * (a local rollout has no trainer) do not hold it back. Nothing to do without a deployed build.
  */
-export async function useLocalBuild(client: Client, temporal: TemporalConfig, roles: readonly Role[]): Promise<void> {
-  const version = deploymentVersionOf(temporal);
+export async function useLocalBuild(client: Client, config: QueueScopedConfig, roles: readonly Role[]): Promise<void> {
+  const version = deploymentVersionOf(config);
   if (!version) return;
-  const queues = taskQueuesFor(temporal.taskQueuePrefix);
+  const prefix = taskQueuePrefixOf(config);
+  const queues = taskQueuesFor(prefix);
   await waitForRegistration(
     client,
     version,
     roles.map((role) => queues[role]),
   );
-  await setCurrentBuild(client, temporal.taskQueuePrefix, version.buildId, { ignoreMissingTaskQueues: true });
+  await setCurrentBuild(client, prefix, version.buildId, { ignoreMissingTaskQueues: true });
 }

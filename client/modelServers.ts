@@ -5,11 +5,12 @@
  * of the sampling distribution), or trajflow's own model server (`backend: sglang`:
  * python/trajflow_py/model_server, the real model on torch + transformers behind SGLang's HTTP
  * API; SGLang itself needs CUDA). Servers on other hosts, and servers already running, are the
- * user's: they are only used.
+ * user's: they are only used. A run resumed by `trajflow train --local --run-id` gets them back the
+ * same way; `trajflow model-servers -c CONFIG` starts them alone, beside plain workers.
  */
+import path from 'node:path';
 import type { RunConfig } from '../config/schema';
 import { PYTHON_BIN, PYTHON_SOURCES, VLLM_PYTHON_BIN } from '../src/paths';
-import type { RunLayout } from '../src/store/runLayout';
 import { spawnLoggedProcess, stopWorker, type LoggedWorker } from './workerProcess';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
@@ -105,20 +106,48 @@ export async function spawnVllmServer(modelDir: string, port: number, logFile: s
   return server;
 }
 
-export async function startLocalModelServers(config: RunConfig, layout: RunLayout): Promise<LocalModelServers> {
+/** The config's `inference.servers` that a `--local` run starts on this machine: model servers of a real model on loopback. */
+function localServerUrls(config: RunConfig): string[] {
+  if (config.inference.backend === 'embedded' || !config.model.path) return [];
+  return config.inference.servers.filter((url) => LOOPBACK_HOSTS.has(new URL(url).hostname));
+}
+
+function portOf(url: string): number {
+  const { port, protocol } = new URL(url);
+  return Number(port || (protocol === 'https:' ? 443 : 80));
+}
+
+/**
+ * Starts the config's local model servers that do not answer yet (see the top of this file), each
+ * logging to `logFileOf(port)`; resolves once they serve.
+ */
+export async function startLocalModelServers(config: RunConfig, logFileOf: (port: number) => string): Promise<LocalModelServers> {
   const servers: LoggedWorker[] = [];
-  const { backend, servers: urls, maxBatch } = config.inference;
-  if (backend === 'embedded' || !config.model.path) return { servers, stop: async () => undefined };
-  for (const url of urls) {
-    const { hostname, port } = new URL(url);
-    if (!LOOPBACK_HOSTS.has(hostname) || (await answers(url))) continue;
-    const portNumber = Number(port || 80);
-    const log = layout.modelServerLog(portNumber);
+  const modelDir = config.model.path!;
+  for (const url of localServerUrls(config)) {
+    if (await answers(url)) continue;
+    const port = portOf(url);
+    const log = logFileOf(port);
     servers.push(
-      backend === 'vllm'
-        ? await spawnVllmServer(config.model.path, portNumber, log, config.model.maxContext)
-        : await spawnModelServer(config.model.path, portNumber, log, maxBatch),
+      config.inference.backend === 'vllm'
+        ? await spawnVllmServer(modelDir, port, log, config.model.maxContext)
+        : await spawnModelServer(modelDir, port, log, config.inference.maxBatch),
     );
   }
   return { servers, stop: async () => void (await Promise.all(servers.map((server) => stopWorker(server)))) };
+}
+
+/**
+ * The config's local model servers that do not answer: those a `--local` run had started and a
+ * plain `trajflow worker` does not start (`trajflow model-servers` does).
+ */
+export async function silentLocalModelServers(config: RunConfig): Promise<string[]> {
+  const silent: string[] = [];
+  for (const url of localServerUrls(config)) if (!(await answers(url))) silent.push(url);
+  return silent;
+}
+
+/** Where `trajflow model-servers` logs the server on `port`: beside the runs, in the data directory. */
+export function modelServersLogOf(dataDir: string, port: number): string {
+  return path.join(dataDir, `model-server-${port}.log`);
 }

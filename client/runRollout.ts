@@ -13,11 +13,11 @@ import { runDetails } from '../workflows/details';
 import { rolloutWorkflow } from '../workflows/rollout';
 import { rolloutStatusQuery, type RolloutStatus } from '../workflows/signals';
 import type { RolloutInput } from '../workflows/types';
-import { taskQueuesFor } from '../workers/taskQueues';
 import { ROLLOUT_ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
 import { pollEvery } from './poll';
 import { awaitRunClosed } from './runWorkflows';
+import { configFileMemo } from './openRuns';
 import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
 import { WORKER_STOP_GRACE_MS } from './workerProcess';
 
@@ -31,7 +31,8 @@ export interface RunSummary {
   meanTurns: number;
   wallSeconds: number;
   trajectoriesPerSecond: number;
-  engineBusyFraction: number;
+  /** Of the engines' time during the run, the fraction in forward passes; absent if no engine published counters. */
+  engineBusyFraction?: number;
 }
 
 export function rolloutInputOf(config: RunConfig, runId: string): RolloutInput {
@@ -43,31 +44,38 @@ export function rolloutInputOf(config: RunConfig, runId: string): RolloutInput {
   };
 }
 
+/** How `trajflow run` starts a rollout's workflow (the options a test that starts one needs too). */
+export function rolloutStartOptions(config: RunConfig, runId: string) {
+  const input = rolloutInputOf(config, runId);
+  return {
+    workflowId: runId,
+    taskQueue: input.taskQueues.workflows,
+    args: [input] as [RolloutInput],
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.run, value: runId },
+      { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
+      { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
+    ],
+    staticSummary: `rollout ${runId}: ${config.rollout.groups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
+    staticDetails: runDetails(input, input),
+  };
+}
+
 export async function runRollout(config: RunConfig, options: RunOptions<RolloutStatus>): Promise<RunSummary> {
   const { logger, onStatus, signal } = options;
   const session = await openSession(config, options);
   const { runId, layout, client, workers } = session;
   try {
-    if (options.local) await useLocalBuild(client, config.temporal, ROLLOUT_ROLES);
+    if (options.local) await useLocalBuild(client, config, ROLLOUT_ROLES);
     const engines = enginesDir(config.dataDir);
     await workers?.flushEngineStats();
     const enginesBefore = await readEngineSnapshots(engines);
     const startedAt = Date.now();
     if (signal?.aborted) throw new RunInterrupted(runId);
-    const input = rolloutInputOf(config, runId);
-    const handle = await client.workflow.start(rolloutWorkflow, {
-      workflowId: runId,
-      taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
-      args: [input],
-      typedSearchAttributes: [
-        { key: SEARCH_ATTRIBUTES.run, value: runId },
-        { key: SEARCH_ATTRIBUTES.kind, value: 'rollout' },
-        { key: SEARCH_ATTRIBUTES.env, value: describeEnvironment(config.env) },
-      ],
-      staticSummary: `rollout ${runId}: ${config.rollout.groups} groups x ${config.rollout.groupSize} on ${describeEnvironment(config.env)}`,
-      staticDetails: runDetails(input, input),
-    });
-    logger.info({ runId }, 'rollout started');
+    const handle = session.resuming
+      ? client.workflow.getHandle<typeof rolloutWorkflow>(runId)
+      : await client.workflow.start(rolloutWorkflow, { ...rolloutStartOptions(config, runId), memo: configFileMemo(options.configFile) });
+    logger.info({ runId }, session.resuming ? 'following the open run: it resumes on these workers' : 'rollout started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
     const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
@@ -88,7 +96,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
       meanTurns: result.turnsSum / Math.max(1, result.trajectoriesFinished),
       wallSeconds: wallMs / 1000,
       trajectoriesPerSecond: result.trajectoriesFinished / (wallMs / 1000),
-      engineBusyFraction: engineBusyFraction(enginesBefore, enginesAfter, wallMs),
+      engineBusyFraction: engineBusyFraction(enginesBefore, enginesAfter),
     };
     await fs.writeFile(layout.rolloutSummaryFile, JSON.stringify(summary, null, 2));
     return summary;

@@ -2,12 +2,14 @@
  * `trajflow train`: starts a training run (the training workflow, which starts its rollout
  * controller), follows its progress per train step, and stores and returns the learning curve. With
  * `local`, it also starts the dev server, the rollout workers in this process and the trainer in a
- * child process (a train step holds its process's event loop).
+ * child process (a train step holds its process's event loop). Given the id of a run still open,
+ * it follows that run instead: `--local --run-id` brings back all a `--local` run had started.
  */
 import { promises as fs } from 'node:fs';
 import type { RunConfig } from '../config/schema';
 import type { StepMetrics } from '../src/rl/stepMetrics';
 import type { EvaluationRecord } from '../activities/evaluation';
+import { assertTrainingConfig } from '../src/runConfig';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { runDetails } from '../workflows/details';
 import { plural } from '../workflows/summaries';
@@ -18,6 +20,7 @@ import { useLocalBuild } from './deployment';
 import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
 import { pollEvery } from './poll';
 import { awaitRunClosed } from './runWorkflows';
+import { configFileMemo } from './openRuns';
 import { openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
@@ -52,8 +55,6 @@ export function trainingStartOptions(config: RunConfig, runId: string) {
 }
 
 export interface TrainingRunOptions extends RunOptions<TrainingStatus> {
-  /** The run's config as a file, for the trainer process a `local` run starts. */
-  configFile?: string;
   /**
    * Asks the run to stop (the CLI's `stop`) this long after its training workflow started: the
    * run ends as if it had reached its last step, with fewer steps.
@@ -63,6 +64,8 @@ export interface TrainingRunOptions extends RunOptions<TrainingStatus> {
 
 export async function runTraining(config: RunConfig, options: TrainingRunOptions): Promise<TrainingSummary> {
   const { logger, onStatus, signal } = options;
+  // Before anything starts: a rollout alone may use these settings, training would learn nothing.
+  assertTrainingConfig(config, options.configFile);
   const session = await openSession(config, options);
   const { runId, layout, client } = session;
   let trainer: LoggedWorker | undefined;
@@ -71,12 +74,14 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
       if (!options.configFile) throw new Error('a local training run needs its config file (for the trainer process)');
       // Should this process die without stopping it, the trainer notices and stops by itself.
       trainer = await spawnLoggedWorker('trainer', options.configFile, layout.trainerLog, { exitWithParent: true });
-      await useLocalBuild(client, config.temporal, ROLES);
+      await useLocalBuild(client, config, ROLES);
     }
     if (signal?.aborted) throw new RunInterrupted(runId);
     const startedAt = Date.now();
-    const handle = await client.workflow.start(trainingWorkflow, trainingStartOptions(config, runId));
-    logger.info({ runId }, 'training started');
+    const handle = session.resuming
+      ? client.workflow.getHandle<typeof trainingWorkflow>(runId)
+      : await client.workflow.start(trainingWorkflow, { ...trainingStartOptions(config, runId), memo: configFileMemo(options.configFile) });
+    logger.info({ runId }, session.resuming ? 'following the open run: it resumes on these workers' : 'training started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
     const timeLimit =

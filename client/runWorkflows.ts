@@ -5,23 +5,19 @@
  * the controller and closes a workflow task later, so a rollout's result can arrive while its last
  * groups are still open; a training run ends at its last step while the controller finishes the
  * groups it had started. A run is done once none of its workflows is open. Workers stopped before
- * that leave the rest waiting in Temporal, to resume on whatever workers poll next: another run's.
+ * that leave the rest waiting in Temporal, to resume on whatever workers poll its queues next:
+ * another run's of the same config (workers/taskQueues.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../src/log';
+import { openWorkflowsQuery } from './runQueries';
 import { RunInterrupted, unlessInterrupted } from './session';
+
+export { OPEN_WORKFLOWS_QUERY, openWorkflowsQuery } from './runQueries';
 
 /** How long a run's caller waits, once its workflow has its result, for the rest of the run to close. */
 const RUN_SETTLE_MS = 120_000;
-
-/** Visibility query for the workflows not closed yet, of any run. */
-export const OPEN_WORKFLOWS_QUERY = "ExecutionStatus = 'Running'";
-
-/** Visibility query for the workflows of `runId` not closed yet. */
-export function openWorkflowsQuery(runId: string): string {
-  return `TrajflowRun = '${runId}' AND ${OPEN_WORKFLOWS_QUERY}`;
-}
 
 /**
  * Waits until visibility lists no open workflow of `runId`, at most `timeoutMs` (RUN_SETTLE_MS by

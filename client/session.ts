@@ -4,6 +4,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { Client } from '@temporalio/client';
 import { runLayout, type RunLayout } from '../src/store/runLayout';
 import type { RunConfig } from '../config/schema';
@@ -16,7 +17,8 @@ import { connectClient, resolveTemporal, type TemporalTarget } from '../src/temp
 import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
 import { startLocalModelServers } from './modelServers';
-import { taskQueuesFor } from '../workers/taskQueues';
+import { configFileOf, listOpenRuns, openRunNotice } from './openRuns';
+import { taskQueuesOf } from '../workers/taskQueues';
 import type { EpisodeSpec, TrainingInput } from '../workflows/types';
 
 export function defaultRunId(config: RunConfig, now = new Date()): string {
@@ -35,7 +37,7 @@ export function episodeSpecOf(config: RunConfig, runId: string): EpisodeSpec {
     agent: config.agent,
     sampling: config.sampling,
     reward: config.reward,
-    taskQueues: taskQueuesFor(config.temporal.taskQueuePrefix),
+    taskQueues: taskQueuesOf(config),
     inferenceCalls: config.inference.calls,
     compatibility: compatibilityOf(config, buildId()),
   };
@@ -114,10 +116,16 @@ export async function unlessInterrupted<T>(runId: string, signal: AbortSignal | 
 
 /** How `runRollout` and `runTraining` start and follow a run. */
 export interface RunOptions<Status> {
-  /** Workflow id of the run; by default `<run.name>-<UTC timestamp>`. */
+  /**
+   * Workflow id of the run; by default `<run.name>-<UTC timestamp>`. The id of a run still open
+   * resumes it: this call follows it instead of starting one (with `local`, after starting what
+   * a `--local` run starts).
+   */
   runId?: string;
   /** Also start the dev server (if needed) and the workers, so the run needs nothing else. */
   local: boolean;
+  /** The config's file: recorded with the run, for the commands that resume it (and a `local` training run's trainer process). */
+  configFile?: string;
   logger: Logger;
   /** Called with the workflow's progress about once a second (best effort: a missed query skips a call). */
   onStatus?: (status: Status) => void;
@@ -130,6 +138,8 @@ export interface RunOptions<Status> {
 
 export interface Session {
   runId: string;
+  /** The run is open already (an earlier command left it so): follow it, do not start it. */
+  resuming: boolean;
   layout: RunLayout;
   client: Client;
   /** The in-process rollout workers of a --local session. */
@@ -141,24 +151,32 @@ export interface Session {
   close(graceMs?: number): Promise<void>;
 }
 
-export async function openSession(config: RunConfig, options: { runId?: string; local: boolean; logger: Logger }): Promise<Session> {
+export async function openSession(config: RunConfig, options: Pick<RunOptions<unknown>, 'runId' | 'local' | 'configFile' | 'logger'>): Promise<Session> {
   const { logger } = options;
   const runId = options.runId ?? defaultRunId(config);
   const target = resolveTemporal(config.temporal);
   if (options.local) await startLocalDevServer(config, logger);
+  const connection = await connectClient(target);
+  const client = new Client({ connection, namespace: target.namespace });
+  if (options.local) await warnOfOpenRuns(client, config, runId, options);
+  // Before anything starts: a run id of a run open on other queues is refused.
+  const resuming = await isOpenHere(client, runId, config).catch(async (err: unknown) => {
+    await connection.close();
+    throw err;
+  });
   // Before any worker starts, here or on another host (src/store/dataMarker.ts).
   await markDataDir(config.dataDir);
   const layout = runLayout(config.dataDir, runId);
   await fs.mkdir(layout.dir, { recursive: true });
   await fs.writeFile(layout.configFile, JSON.stringify(config, null, 2));
   // Model servers before the inference workers, which send them requests as soon as they poll.
-  const modelServers = options.local ? await startLocalModelServers(config, layout) : undefined;
+  const modelServers = options.local ? await startLocalModelServers(config, (port) => layout.modelServerLog(port)) : undefined;
   const workers = options.local ? await startWorkers(config, ROLLOUT_ROLES, logger) : undefined;
-  const connection = await connectClient(target);
   return {
     runId,
+    resuming,
     layout,
-    client: new Client({ connection, namespace: target.namespace }),
+    client,
     workers,
     async close(graceMs) {
       await connection.close();
@@ -169,4 +187,44 @@ export async function openSession(config: RunConfig, options: { runId?: string; 
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * Says, one line each, which earlier runs are still open on the server a `--local` run uses:
+ * whether this config's workers serve them, and how to resume or end each (client/openRuns.ts).
+ * Best effort: a server whose visibility cannot list them does not hold the run up.
+ */
+async function warnOfOpenRuns(client: Client, config: RunConfig, runId: string, options: { configFile?: string; logger: Logger }): Promise<void> {
+  const own = { workflowsQueue: taskQueuesOf(config).workflows, configFile: options.configFile && path.resolve(options.configFile) };
+  try {
+    for (const run of await listOpenRuns(client)) if (run.runId !== runId) options.logger.warn(openRunNotice(run, own));
+  } catch (err) {
+    options.logger.warn({ err: (err as Error).message }, 'could not list the runs still open on the Temporal server');
+  }
+}
+
+/** A run id given to resume names an open run that this config's workers cannot serve. */
+export class OpenRunElsewhereError extends Error {
+  override name = 'OpenRunElsewhereError';
+}
+
+/**
+ * Whether `runId` is open on the server, so that the call resumes it rather than starting it. An
+ * open run is served only by workers polling its queues: one started with another config (another
+ * model, plugin modules or data directory: workers/taskQueues.ts) is refused with the config to
+ * resume it with.
+ */
+async function isOpenHere(client: Client, runId: string, config: RunConfig): Promise<boolean> {
+  const description = await client.workflow
+    .getHandle(runId)
+    .describe()
+    .catch(() => undefined);
+  if (description?.status.name !== 'RUNNING') return false;
+  const own = taskQueuesOf(config).workflows;
+  if (description.taskQueue === own) return true;
+  const started = configFileOf(description.memo);
+  throw new OpenRunElsewhereError(
+    `run ${runId} is open on task queue ${description.taskQueue}, not on this config's (${own}): it was started with another model, ` +
+      `plugin modules or data directory; resume it with the config it was started with${started ? ` (${started})` : ''}, or pick another --run-id`,
+  );
 }

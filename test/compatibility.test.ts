@@ -1,12 +1,14 @@
 /**
- * Workers that do not match a run: an inference worker started with another model config refuses
- * the run's turns with a message naming what differs (visible on the pending activity), and the
- * run completes once a matching worker polls the queue; nothing is lost meanwhile.
+ * Workers that do not match a run: a worker of another build refuses the run's tasks with a
+ * message naming what differs (visible on the pending activity).
  */
 import { compatibilityOf, incompatibilities, ROLE_PARTS } from '../src/core/compatibility';
-import { runRollout } from '../client/runRollout';
+import { terminateRun } from '../client/openRuns';
+import { rolloutInputOf } from '../client/runRollout';
+import { groupIdOf, trajectoryIdOf } from '../src/core/ids';
 import { createLogger } from '../src/log';
-import { type RunningWorkers, startWorkers } from '../workers/start';
+import { startWorkers } from '../workers/start';
+import { rolloutWorkflow } from '../workflows/rollout';
 import { eventually, testConfig, withClient } from './support/harness';
 
 describe('compatibility fingerprints', () => {
@@ -21,40 +23,41 @@ describe('compatibility fingerprints', () => {
   });
 });
 
-describe('a worker started with another config', () => {
+describe('a worker of another build', () => {
   const logger = createLogger('test');
   logger.level = 'error';
 
-  it('refuses the run with a message, and a matching worker then completes it', async () => {
-    const run = testConfig('mismatch', { rollout: { groups: 1, groupSize: 2, maxConcurrency: 2 }, sampling: { maxTokens: 4 }, agent: { maxTurns: 2 } });
-    const stranger = { ...run, model: { ...run.model, seed: run.model.seed + 1 } };
-    const rollout = await startWorkers(run, ['workflows', 'env'], logger);
-    let inference: RunningWorkers | undefined;
+  // Workers of another model, modules or data directory poll other queues (test/taskQueueScope.test.ts);
+  // the build is not part of the queues, so an unversioned worker of another build still gets the task.
+  it('refuses a run another build started, with a message naming the difference', async () => {
+    const config = testConfig('mismatch', { rollout: { groups: 1, groupSize: 2, maxConcurrency: 2 }, sampling: { maxTokens: 4 }, agent: { maxTurns: 2 } });
+    const runId = 'mismatch-run';
+    const input = rolloutInputOf(config, runId);
+    const workers = await startWorkers(config, ['workflows', 'inference', 'env'], logger);
     try {
-      inference = await startWorkers(stranger, ['inference'], logger);
-      const finished = runRollout(run, { runId: 'mismatch-run', local: false, logger });
-      const refusal = await withClient((client) =>
-        eventually(async () => {
-          const description = await client.workflow
-            .getHandle('mismatch-run.g00000.t000')
-            .describe()
-            .catch(() => undefined);
-          const message = description?.raw.pendingActivities?.[0]?.lastFailure?.message;
-          return message ?? undefined;
-        }, 60_000),
-      );
+      const refusal = await withClient(async (client) => {
+        await client.workflow.start(rolloutWorkflow, {
+          workflowId: runId,
+          taskQueue: input.taskQueues.workflows,
+          args: [{ ...input, compatibility: { ...input.compatibility, code: 'trajflow@0.0.0-older' } }],
+        });
+        try {
+          return await eventually(async () => {
+            const description = await client.workflow
+              .getHandle(trajectoryIdOf(groupIdOf(runId, 0), 0))
+              .describe()
+              .catch(() => undefined);
+            return description?.raw.pendingActivities?.[0]?.lastFailure?.message ?? undefined;
+          }, 60_000);
+        } finally {
+          await terminateRun(client, runId, 'test over');
+        }
+      });
       expect(refusal).toMatch(
-        /inference worker .* refuses run mismatch-run: model differs \(run \w+, worker \w+\)\. Start inference workers with the run's config/,
+        /worker .* refuses run mismatch-run: code differs \(run trajflow@0\.0\.0-older, worker [^)]+\)\. Start \w+ workers with the run's config and build/,
       );
-
-      await inference.shutdown();
-      inference = await startWorkers(run, ['inference'], logger);
-      const summary = await finished;
-      expect(summary.trajectories).toBe(2);
-      expect(summary.failedTrajectories).toBe(0);
     } finally {
-      await inference?.shutdown();
-      await rollout.shutdown();
+      await workers.shutdown();
     }
-  }, 180_000);
+  }, 120_000);
 });

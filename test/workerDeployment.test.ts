@@ -18,7 +18,7 @@ import { rolloutIdOf, trajectoryIdOf } from '../src/core/ids';
 import { createLogger } from '../src/log';
 import { runLayout } from '../src/store/runLayout';
 import { activityAttempts } from '../src/temporal/history';
-import { deploymentNameFor } from '../workers/taskQueues';
+import { deploymentNameFor, taskQueuePrefixOf } from '../workers/taskQueues';
 import { ROLES, ROLLOUT_ROLES, startWorkers, type Role, type RunningWorkers } from '../workers/start';
 import { pauseUpdate, resumeUpdate, trainingWorkflow } from '../workflows/training';
 import { testConfig, trainingStart, withClient } from './support/harness';
@@ -40,7 +40,7 @@ const config = testConfig('deploy', {
   rollout: { groupSize: GROUP_SIZE, maxConcurrency: 4 },
   trainer: { steps: 2, batchGroups: 1 },
 });
-const prefix = config.temporal.taskQueuePrefix;
+const prefix = taskQueuePrefixOf(config);
 const logger = createLogger('test');
 logger.level = 'warn';
 
@@ -133,7 +133,7 @@ describe('versioned worker deployments', () => {
       );
       // Build B, current after the test above, polls the trainer queue; a local rollout's build does not.
       buildC = await startBuild('build-c', ROLLOUT_ROLES);
-      await useLocalBuild(client, config.temporal, ROLLOUT_ROLES);
+      await useLocalBuild(client, config, ROLLOUT_ROLES);
       const status = await deploymentStatus(client, prefix);
       expect(status.currentBuildId).toBe('build-c');
       expect(status.versions.map((v) => v.buildId).sort()).toEqual([BUILD_A, BUILD_B, 'build-c']);

@@ -1,7 +1,7 @@
 /**
  * Versioned rollouts of worker code (Temporal Worker Deployments). A deployment that sets
  * `TRAJFLOW_BUILD_ID` runs each worker it starts as version `<build id>` of the Worker Deployment
- * named after its task queue prefix. Temporal then starts new runs on the deployment's current
+ * named after its task queue prefix (the config's, scoped: workers/taskQueues.ts). Temporal then starts new runs on the deployment's current
  * version (`trajflow deployment set-current`, client/deployment.ts) and keeps every task of a run,
  * its activities' included, on workers of the version it started on. Without `TRAJFLOW_BUILD_ID`
  * workers are unversioned: no deployment, no routing, everything as before.
@@ -20,18 +20,17 @@
  */
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import type { WorkerOptions } from '@temporalio/worker';
-import type { TemporalConfig } from '../config/schema';
 import { deployedBuildId } from '../src/paths';
-import { deploymentNameFor } from './taskQueues';
+import { deploymentNameFor, taskQueuePrefixOf, type QueueScopedConfig } from './taskQueues';
 
 /** This process's version of the deployment, or undefined when no build is deployed (versioning off). */
-export function deploymentVersionOf(temporal: TemporalConfig): WorkerDeploymentVersion | undefined {
+export function deploymentVersionOf(config: QueueScopedConfig): WorkerDeploymentVersion | undefined {
   const buildId = deployedBuildId();
-  return buildId ? { deploymentName: deploymentNameFor(temporal.taskQueuePrefix), buildId } : undefined;
+  return buildId ? { deploymentName: deploymentNameFor(taskQueuePrefixOf(config)), buildId } : undefined;
 }
 
 /** Worker options of a role queue's worker: versioned when a build is deployed, else nothing. */
-export function versioningOptions(temporal: TemporalConfig): Pick<WorkerOptions, 'workerDeploymentOptions'> {
-  const version = deploymentVersionOf(temporal);
+export function versioningOptions(config: QueueScopedConfig): Pick<WorkerOptions, 'workerDeploymentOptions'> {
+  const version = deploymentVersionOf(config);
   return version ? { workerDeploymentOptions: { version, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' } } : {};
 }

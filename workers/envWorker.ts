@@ -6,10 +6,11 @@ import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import type { Logger } from '../src/log';
 import type { WorkerConnection } from '../src/temporal/connection';
+import { environmentIsolation } from '../src/plugins/registry';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import { versioningOptions } from './deployment';
 import type { SessionHost } from './sessionHost';
-import { taskQueuesFor } from './taskQueues';
+import { taskQueuesOf } from './taskQueues';
 
 /** A sandbox directory idle this long whose worker process is gone is a crash leftover. */
 const STALE_SANDBOX_MS = 10 * 60_000;
@@ -18,11 +19,14 @@ export async function createEnvWorkers(config: RunConfig, temporal: WorkerConnec
   // Sessions close their sandboxes, but a SIGKILLed worker cannot: its successor cleans up.
   const swept = await sweepStaleSandboxes(STALE_SANDBOX_MS);
   if (swept.length > 0) logger.info({ removed: swept.length }, 'removed sandbox directories of dead env workers');
+  // Refused here (it throws) rather than at each episode, where the environment is confined weaker than configured.
+  const isolation = environmentIsolation(config.env);
+  if (isolation !== undefined) logger.info({ env: config.env.name, isolation }, 'environment isolation on this worker');
   const common = { ...temporal, interceptors: { activity: host.activityInterceptors } };
   const shared = await Worker.create({
     ...common,
-    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).env,
-    ...versioningOptions(config.temporal),
+    taskQueue: taskQueuesOf(config).env,
+    ...versioningOptions(config),
     activities: host.envActivities,
   });
   // Never versioned: only this process polls it, so a session's turns reach its own build anyway,

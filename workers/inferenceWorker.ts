@@ -11,13 +11,13 @@ import type { RunConfig } from '../config/schema';
 import type { WorkerConnection } from '../src/temporal/connection';
 import { versioningOptions } from './deployment';
 import type { InferenceHost } from './inferenceHost';
-import { taskQueuesFor } from './taskQueues';
+import { taskQueuesOf } from './taskQueues';
 
 export async function createInferenceWorker(config: RunConfig, temporal: WorkerConnection, host: InferenceHost): Promise<Worker> {
   return Worker.create({
     ...temporal,
-    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).inference,
-    ...versioningOptions(config.temporal),
+    taskQueue: taskQueuesOf(config).inference,
+    ...versioningOptions(config),
     activities: host.activities,
     maxConcurrentActivityTaskExecutions: config.inference.maxBatch * 2,
     interceptors: { activity: host.activityInterceptors },

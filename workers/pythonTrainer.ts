@@ -19,7 +19,7 @@ import type { Logger } from '../src/log';
 import { buildId, PYTHON_BIN, PYTHON_SOURCES } from '../src/paths';
 import type { TemporalTarget } from '../src/temporal/connection';
 import { deploymentVersionOf } from './deployment';
-import { taskQueuesFor } from './taskQueues';
+import { taskQueuesOf } from './taskQueues';
 
 /** The line the Python trainer prints once it polls. */
 const READY_LINE = 'workers polling';
@@ -89,12 +89,12 @@ export function pythonTrainerSettings(config: RunConfig, target: TemporalTarget)
   if (!config.model.path) throw new Error('the Python trainer trains a real model: set model.path');
   return {
     temporal: pythonTemporalSettings(target),
-    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
+    taskQueue: taskQueuesOf(config).trainer,
     dataDir: path.resolve(config.dataDir),
     modelPath: config.model.path,
     compatibility: compatibilityOf(config, buildId()),
     identity: `python-trainer@${os.hostname()}/${process.pid}`,
-    deployment: deploymentVersionOf(config.temporal),
+    deployment: deploymentVersionOf(config),
   };
 }
 
@@ -136,7 +136,7 @@ export async function startPythonTrainer(config: RunConfig, target: TemporalTarg
       if (!ready) reject(new Error(`the Python trainer exited (${how}) before it polled; is the Python environment set up (bash scripts/setup.sh)?`));
     });
   });
-  logger.info({ pid: child.pid, taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer }, 'Python trainer polling');
+  logger.info({ pid: child.pid, taskQueue: taskQueuesOf(config).trainer }, 'Python trainer polling');
   return {
     done,
     async shutdown() {

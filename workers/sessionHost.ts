@@ -16,7 +16,7 @@ import { busyReporter, BusyTracker, type BusyStats } from '../src/metrics/busy';
 import { envWorkersDir } from '../src/store/runLayout';
 import type { SnapshotReporter } from '../src/metrics/snapshots';
 import { meterActivities } from '../src/metrics/activityMetrics';
-import { sessionQueueFor } from './taskQueues';
+import { sessionQueueFor, taskQueuePrefixOf } from './taskQueues';
 
 export interface SessionHost {
   sessions: SessionRegistry;
@@ -33,7 +33,7 @@ export interface SessionHost {
 
 export function createSessionHost(config: RunConfig, store: TrajectoryStorage, logger: Logger): SessionHost {
   const sessions = new SessionRegistry();
-  const sessionQueue = sessionQueueFor(config.temporal.taskQueuePrefix);
+  const sessionQueue = sessionQueueFor(taskQueuePrefixOf(config));
   const tracker = new BusyTracker();
   return {
     sessions,

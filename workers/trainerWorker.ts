@@ -15,13 +15,13 @@ import type { WorkerConnection } from '../src/temporal/connection';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { meterActivities } from '../src/metrics/activityMetrics';
 import { versioningOptions } from './deployment';
-import { taskQueuesFor } from './taskQueues';
+import { taskQueuesOf } from './taskQueues';
 
 export async function createTrainerWorker(config: RunConfig, temporal: WorkerConnection, store: TrajectoryStorage, logger: Logger): Promise<Worker> {
   return Worker.create({
     ...temporal,
-    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).trainer,
-    ...versioningOptions(config.temporal),
+    taskQueue: taskQueuesOf(config).trainer,
+    ...versioningOptions(config),
     activities: createTrainerActivities({
       model: config.model,
       compatibility: compatibilityOf(config, buildId()),

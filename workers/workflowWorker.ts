@@ -11,7 +11,7 @@ import { traceSinks } from '../src/trace/sinks';
 import { versioningOptions } from './deployment';
 import type { InferenceHost } from './inferenceHost';
 import type { SessionHost } from './sessionHost';
-import { taskQueuesFor } from './taskQueues';
+import { taskQueuesOf } from './taskQueues';
 
 /**
  * Workflow interceptor modules bundled with the workflows: one trace span per workflow run. A
@@ -44,9 +44,9 @@ export async function createWorkflowWorker(
     inferenceHost && activityType in modelCalls ? inferenceHost.activityInterceptors : sessionHost.activityInterceptors;
   return Worker.create({
     ...temporal,
-    taskQueue: taskQueuesFor(config.temporal.taskQueuePrefix).workflows,
+    taskQueue: taskQueuesOf(config).workflows,
     // With TRAJFLOW_BUILD_ID: a version of the deployment, every workflow pinned to it.
-    ...versioningOptions(config.temporal),
+    ...versioningOptions(config),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('../workflows') }),
     interceptors: {
       ...(bundlePath ? {} : { workflowModules: WORKFLOW_INTERCEPTOR_MODULES }),

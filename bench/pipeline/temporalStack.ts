@@ -13,7 +13,7 @@ import { TrajectoryStore } from '../../src/store/trajectoryStore';
 import { resolveTemporal } from '../../src/temporal/connection';
 import { startDevServer, stopDevServer } from '../../src/temporal/devServer';
 import { ROLLOUT_ROLES, startWorkers } from '../../workers/start';
-import { taskQueuesFor } from '../../workers/taskQueues';
+import { taskQueuesOf } from '../../workers/taskQueues';
 import { STREAM_ETA1 } from './configurations';
 import type { PipelineBenchOptions } from './options';
 import { StandInTrainer } from './standInTrainer';
@@ -60,7 +60,7 @@ export async function startTemporalStack(options: PipelineBenchOptions, dataDir:
     const trainerWorker = await Worker.create({
       connection: trainerConnection,
       namespace,
-      taskQueue: taskQueuesFor(place.taskQueuePrefix).trainer,
+      taskQueue: taskQueuesOf(workerConfig).trainer,
       activities: trainer.activities,
       maxConcurrentActivityTaskExecutions: 1,
     });
