@@ -42,12 +42,12 @@ async function python(...args: string[]): Promise<string> {
   return stdout;
 }
 
-/** Each completion's logprobs under `checkpoint`, as the trainer computes them. */
-async function trainerLogprobs(dir: string, checkpoint: string, turns: TurnRecord[]): Promise<number[][]> {
-  const request = path.join(dir, `score-${path.basename(path.dirname(path.dirname(checkpoint)))}.json`);
+/** Each completion's logprobs under each of `checkpoints`, as the trainer computes them. */
+async function trainerLogprobs(dir: string, checkpoints: string[], turns: TurnRecord[]): Promise<Record<string, number[][]>> {
+  const request = path.join(dir, 'score.json');
   const samples = turns.map((turn) => ({ prompt: turn.promptDeltaIds, completion: turn.completionIds }));
-  await fs.writeFile(request, JSON.stringify({ checkpoint, temperature: TEMPERATURE, samples }));
-  return (JSON.parse(await python('score', request)) as { logprobs: number[][] }).logprobs;
+  await fs.writeFile(request, JSON.stringify({ checkpoints, temperature: TEMPERATURE, samples }));
+  return (JSON.parse(await python('score', request)) as { logprobs: Record<string, number[][]> }).logprobs;
 }
 
 const meanAbsDiff = (a: number[][], b: number[][]) => {
@@ -64,8 +64,7 @@ describe('a model server that outlives a run', () => {
     if (!existsSync(path.join(SMOLLM2_DIR, 'config.json'))) throw new Error(`no model at ${SMOLLM2_DIR}: run bash scripts/setup.sh`);
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-real-two-runs-'));
     checkpoints = new CheckpointStore(dataDir, 'huggingface');
-    // Run A trained to version 1 (its weights moved); run B starts from the base model.
-    await python('publish', SMOLLM2_DIR, checkpoints.location('run-a', 0));
+    // Run A trained to version 1 (its weights moved; its version 0 plays no part); run B starts from the base model.
     await python('publish', SMOLLM2_DIR, checkpoints.location('run-a', 1), '1');
     await python('publish', SMOLLM2_DIR, checkpoints.location('run-b', 0));
   }, 300_000);
@@ -136,8 +135,8 @@ describe('a model server that outlives a run', () => {
     const turns = [...(firstTurnsOfB.sglang ?? []), ...(firstTurnsOfB.vllm ?? [])];
     expect(turns).toHaveLength(6);
     const served = turns.map((turn) => turn.logprobs);
-    const underB0 = await trainerLogprobs(dataDir, checkpoints.location('run-b', 0), turns);
-    const underA1 = await trainerLogprobs(dataDir, checkpoints.location('run-a', 1), turns);
+    const [b0, a1] = [checkpoints.location('run-b', 0), checkpoints.location('run-a', 1)];
+    const { [b0]: underB0, [a1]: underA1 } = await trainerLogprobs(dataDir, [b0, a1], turns);
     const matchB = meanAbsDiff(served, underB0);
     const matchA = meanAbsDiff(served, underA1);
     // Same weights in float32 on both sides: they agree to rounding. A's noisy weights are far off.

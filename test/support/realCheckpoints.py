@@ -3,28 +3,30 @@ Real-model checkpoints for the TypeScript tests, made and scored with the traine
 
     python realCheckpoints.py publish <base model dir> <checkpoint dir> [<noise seed>]
         publishes <base> (or, with a seed, its weights plus small Gaussian noise) as a trajflow
-        checkpoint folder: manifest included, renamed into place as the trainer publishes.
+        checkpoint folder: manifest included, renamed into place as the trainer publishes. The
+        base's files are linked, not copied (a test's folder, never trained from).
     python realCheckpoints.py score <request json>
-        {"checkpoint", "temperature", "samples": [{"prompt": [...], "completion": [...]}]} ->
-        prints {"logprobs": [[...], ...]}: each completion token's logprob under the checkpoint,
-        as the trainer computes it.
+        {"checkpoints": [...], "temperature", "samples": [{"prompt": [...], "completion": [...]}]}
+        -> prints {"logprobs": {checkpoint: [[...], ...]}}: each completion token's logprob under
+        each checkpoint, as the trainer computes it.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import torch
 
 from trajflow_py.trainer.files import publish_directory
-from trajflow_py.trainer.policy import copy_model_dir, load_model, save_checkpoint, target_logprobs
+from trajflow_py.trainer.policy import load_model, save_checkpoint, target_logprobs
 
 NOISE_STD = 0.02
 
 
 def publish(base: Path, dest: Path, seed: int | None) -> None:
     if seed is None:
-        publish_directory(dest, lambda partial: copy_model_dir(base, partial))
+        publish_directory(dest, lambda partial: link_model_dir(base, partial))
         return
     model = load_model(base, "float32", torch.device("cpu"))
     generator = torch.Generator().manual_seed(seed)
@@ -34,14 +36,22 @@ def publish(base: Path, dest: Path, seed: int | None) -> None:
     publish_directory(dest, lambda partial: save_checkpoint(model, None, base, partial))
 
 
+def link_model_dir(source: Path, dest: Path) -> None:
+    for file in sorted(source.iterdir()):
+        if file.is_file():
+            os.link(file, dest / file.name)
+
+
 def score(request: dict) -> dict:
-    model = load_model(Path(request["checkpoint"]), "float32", torch.device("cpu"))
-    out = []
-    with torch.no_grad():
-        for sample in request["samples"]:
-            ids = sample["prompt"] + sample["completion"]
-            targets = list(range(len(sample["prompt"]) - 1, len(ids) - 1))
-            out.append(target_logprobs(model, ids, targets, request["temperature"]).tolist())
+    out = {}
+    for checkpoint in request["checkpoints"]:
+        model = load_model(Path(checkpoint), "float32", torch.device("cpu"))
+        rows = out[checkpoint] = []
+        with torch.no_grad():
+            for sample in request["samples"]:
+                ids = sample["prompt"] + sample["completion"]
+                targets = list(range(len(sample["prompt"]) - 1, len(ids) - 1))
+                rows.append(target_logprobs(model, ids, targets, request["temperature"]).tolist())
     return {"logprobs": out}
 
 
