@@ -25,7 +25,7 @@ export interface ServerState {
    * failed, and after the server goes down: it may come back restarted, on its initial weights.
    */
   knownWeights?: WeightsLabel;
-  /** Whether the backend's set-up check (checkServer) passed on it. */
+  /** Whether the backend's set-up check (checkServer) passed on it; forgotten, like its weights, when it goes down. */
   checked?: boolean;
   /** The weight sync under way on this server, shared by every request that needs it. */
   syncing?: Promise<void>;
@@ -86,6 +86,7 @@ export class ServerPool {
     server.downUntil = this.now() + backoffMs;
     server.lastError = error.message;
     server.knownWeights = undefined;
+    server.checked = undefined;
     return backoffMs;
   }
 

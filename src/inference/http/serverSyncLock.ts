@@ -60,6 +60,27 @@ export class ServerSyncLock {
     }
   }
 
+  private async isStale(folder: string): Promise<boolean> {
+    const stat = await fs.stat(folder).catch(() => undefined);
+    return stat !== undefined && Date.now() - stat.mtimeMs > this.staleMs;
+  }
+
+  /**
+   * Removes a stale lock: renamed aside first, so that of two waiters finding it stale only one
+   * removes it. One that finds a live lock aside (another waiter took over between its look and
+   * its rename) puts it back.
+   */
+  private async takeOver(lock: string): Promise<void> {
+    const aside = `${lock}.stale-${process.pid}-${Date.now()}`;
+    const renamed = await fs.rename(lock, aside).then(
+      () => true,
+      () => false,
+    );
+    if (!renamed) return;
+    if (await this.isStale(aside)) await fs.rm(aside, { recursive: true, force: true });
+    else await fs.rename(aside, lock).catch(() => fs.rm(aside, { recursive: true, force: true }));
+  }
+
   private async acquire(lock: string, serverUrl: string, signal: AbortSignal | undefined): Promise<void> {
     await fs.mkdir(this.dir, { recursive: true });
     for (;;) {
@@ -72,17 +93,8 @@ export class ServerSyncLock {
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       }
-      const stat = await fs.stat(lock).catch(() => undefined);
-      if (stat && Date.now() - stat.mtimeMs > this.staleMs) {
-        // Renamed aside first, so two waiters that both find it stale do not both take it over.
-        const aside = `${lock}.stale-${process.pid}-${Date.now()}`;
-        if (
-          await fs.rename(lock, aside).then(
-            () => true,
-            () => false,
-          )
-        )
-          await fs.rm(aside, { recursive: true, force: true });
+      if (await this.isStale(lock)) {
+        await this.takeOver(lock);
         continue;
       }
       await sleep(this.pollMs, undefined, signal ? { signal } : undefined);
