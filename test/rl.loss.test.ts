@@ -16,36 +16,29 @@ import {
   type TrainingSample,
 } from '../src/rl/loss';
 import { LossConfigSchema } from '../config/schema';
+import LOSS_FIXTURE from './fixtures/twins/loss.json';
 
 /** The loss as a run's config sets it by default, at temperature 1. */
 const DEFAULT_LOSS_CONFIG: LossConfig = { ...LossConfigSchema.parse({}), temperature: 1 };
 
 beforeAll(() => initBackend());
 
-/**
- * Two sequences padded to T = 3 targets. Per target: policy logprob, behaviour logprob, mask.
- *   row 0, A = +1:  log r = 0.1 | 0.5 (r = 1.6487 > 1.28: clipped) | 0
- *   row 1, A = -0.5: log r = 0  | -0.5 (r = 0.6065 < 0.8: clipped) | padding, holding a log r of
- *   47 that would overflow exp() if the mask did not zero it first
- */
+/** The twins' fixed inputs and hand-worked cases (shared with python/tests/test_trainer_loss.py). */
+const TWINS = LOSS_FIXTURE as LossFixture;
+
+interface LossFixture {
+  inputs: Record<'logprobs' | 'behaviourLogprobs' | 'mask' | 'refLogprobs' | 'oldLogprobs', number[][]> & { advantages: number[] };
+  config: Partial<LossConfig>;
+  cases: {
+    name: string;
+    config: Partial<LossConfig>;
+    with?: Partial<Record<'refLogprobs' | 'oldLogprobs', 'refLogprobs' | 'oldLogprobs' | 'behaviourLogprobs'>>;
+    expected: Partial<Record<'loss' | 'clipFraction' | 'approxKl' | 'entropy' | 'refKl' | 'tisWeight' | 'tisCappedFraction', number>> & { gradient?: number[] };
+  }[];
+}
+
 const FIXED = {
-  logprobs: [
-    [-1.0, -0.2, -2.0],
-    [-0.3, -1.5, -3.0],
-  ],
-  behaviourLogprobs: [
-    [-1.1, -0.7, -2.0],
-    [-0.3, -1.0, -50],
-  ],
-  mask: [
-    [1, 1, 1],
-    [1, 1, 0],
-  ],
-  advantages: [1, -0.5],
-  refLogprobs: [
-    [-1.2, -0.2, -1.5],
-    [-0.3, -1.0, 0],
-  ],
+  ...TWINS.inputs,
   // The policy's entropy where each token was drawn; the padding's 9 must not count.
   entropies: [
     [0.5, 1.0, 1.5],
@@ -85,52 +78,31 @@ function evaluate(config: Partial<LossConfig>, withRef = false, withEntropies = 
   });
 }
 
-// Per-token losses l = -min(r A, clip(r, 0.8, 1.28) A), by hand:
-//   row 0: -e^0.1 = -1.1051709 | -1.28 (clipped) | -e^0 = -1
-//   row 1: -(1 * -0.5) = 0.5   | -(0.8 * -0.5) = 0.4 (clipped)
-const ROW0 = [-1.1051709, -1.28, -1.0];
-const ROW1 = [0.5, 0.4];
-const TOKEN_MEAN = (ROW0.reduce((a, b) => a + b) + ROW1.reduce((a, b) => a + b)) / 5; // -0.4970342
-const SEQUENCE_MEAN = (ROW0.reduce((a, b) => a + b) / 3 + ROW1.reduce((a, b) => a + b) / 2) / 2; // -0.3391952
+/** The plain loss (the token-mean case) that the TypeScript-only terms below add to. */
+const TOKEN_MEAN = TWINS.cases[0].expected.loss!;
+
+describe('policyLoss on the twins fixture (test/fixtures/twins/loss.json)', () => {
+  it.each(TWINS.cases)('$name', ({ config, with: optional = {}, expected }) => {
+    const fullConfig: LossConfig = { ...DEFAULT_LOSS_CONFIG, ...TWINS.config, ...config };
+    const inputs: LossInputs = { ...fixedInputs() };
+    for (const [input, source] of Object.entries(optional)) inputs[input as 'refLogprobs' | 'oldLogprobs'] = tf.tensor2d(TWINS.inputs[source]);
+    const { gradient, ...values } = expected;
+    const actual = tf.tidy(() => {
+      const { loss, metrics } = policyLoss(inputs, fullConfig);
+      const scalars: Record<string, tf.Scalar | undefined> = { loss, ...metrics };
+      return Object.fromEntries(Object.keys(values).map((key) => [key, scalars[key]?.dataSync()[0]]));
+    });
+    for (const [key, value] of Object.entries(values)) expect([key, actual[key]]).toEqual([key, expect.closeTo(value, 5)]);
+    if (gradient) {
+      const grad = tf.grad((logprobs: tf.Tensor) => policyLoss({ ...inputs, logprobs: logprobs as tf.Tensor2D }, fullConfig).loss)(inputs.logprobs);
+      Array.from(grad.dataSync()).forEach((value, i) => expect(value).toBeCloseTo(gradient[i], 6));
+      grad.dispose();
+    }
+    tf.dispose(Object.values(inputs));
+  });
+});
 
 describe('policyLoss on fixed inputs', () => {
-  it('token-mean: the clipped surrogate averaged over the 5 masked tokens, with its metrics', () => {
-    const result = evaluate({ aggregation: 'token-mean' });
-    expect(result.loss).toBeCloseTo(TOKEN_MEAN, 5);
-    expect(result.clipFraction).toBeCloseTo(2 / 5, 6);
-    // k3 of KL(behaviour || policy): r - 1 - log r = 0.0051709, 0.1487213, 0 | 0, 0.1065307
-    expect(result.approxKl).toBeCloseTo((0.0051709 + 0.1487213 + 0.1065307) / 5, 5);
-    // -behaviour logprob over masked tokens: (1.1 + 0.7 + 2.0 + 0.3 + 1.0) / 5
-    expect(result.entropy).toBeCloseTo(1.02, 5);
-    expect(result.refKl).toBeUndefined();
-  });
-
-  it('sequence-mean-token-mean: each sequence weighs the same', () => {
-    expect(evaluate({ aggregation: 'sequence-mean-token-mean' }).loss).toBeCloseTo(SEQUENCE_MEAN, 5);
-  });
-
-  // d = ref - logp = -0.2, 0, 0.5 | 0, 0.5
-  it('KL to the reference with k1 = -d', () => {
-    const result = evaluate({ beta: 0.1, kl: 'k1' }, true);
-    expect(result.refKl).toBeCloseTo((0.2 + 0 - 0.5 + 0 - 0.5) / 5, 5);
-    expect(result.loss).toBeCloseTo(TOKEN_MEAN + 0.1 * result.refKl!, 5);
-  });
-
-  it('KL to the reference with k3 = exp(d) - d - 1', () => {
-    const result = evaluate({ beta: 0.1, kl: 'k3' }, true);
-    // 0.0187308, 0, 0.1487213 | 0, 0.1487213
-    expect(result.refKl).toBeCloseTo((0.0187308 + 0.1487213 + 0.1487213) / 5, 5);
-    expect(result.loss).toBeCloseTo(TOKEN_MEAN + 0.1 * 0.0632347, 5);
-  });
-
-  it('gives clipped tokens no gradient and the others -r A / N', () => {
-    const inputs = fixedInputs();
-    const grad = tf.grad((logprobs: tf.Tensor) => policyLoss({ ...inputs, logprobs: logprobs as tf.Tensor2D }, DEFAULT_LOSS_CONFIG).loss)(inputs.logprobs);
-    const expected = [-1.1051709 / 5, 0, -1 / 5, 0.5 / 5, 0, 0];
-    Array.from(grad.dataSync()).forEach((value, i) => expect(value).toBeCloseTo(expected[i], 6));
-    tf.dispose([grad, ...Object.values(inputs)]);
-  });
-
   it('needs reference logprobs when beta > 0', () => {
     expect(() => evaluate({ beta: 0.1 })).toThrow(/beta > 0 needs reference logprobs/);
   });
@@ -181,48 +153,9 @@ describe('policyLoss on fixed inputs', () => {
     );
   });
 
-  /**
-   * Truncated importance sampling, cap 1.5, with the trainer's own logprobs before the step (OLD).
-   * The surrogate's ratio is r = exp(logp - old), the behaviour weight w = min(exp(old - behaviour), 1.5):
-   *   row 0, A = +1:   r = 1, 1, 1                         w = e^0.1 = 1.1051709, e^0.5 = 1.6487 -> 1.5 (capped), 1
-   *   row 1, A = -0.5: r = e^0.1, e^-0.5 (< 0.8: clipped)  w = e^-0.1 = 0.9048374, 1
-   * l = -min(r A, clip(r) A) x w:  -1.1051709 | -1.5 | -1  ||  0.5 e^0.1 e^-0.1 = 0.5 | 0.4 (clipped)
-   * (the numbers of python/tests/test_trainer_loss.py)
-   */
-  const OLD = [
-    [-1.0, -0.2, -2.0],
-    [-0.4, -1.0, 0],
-  ];
-  const tisLoss = (old = OLD, cap = 1.5) =>
-    tf.tidy(() => {
-      const { loss, metrics } = policyLoss({ ...fixedInputs(), oldLogprobs: tf.tensor2d(old) }, { ...DEFAULT_LOSS_CONFIG, tis: { cap } });
-      return [loss, metrics.clipFraction, metrics.approxKl, metrics.tisWeight!, metrics.tisCappedFraction!].map((t) => t.dataSync()[0]);
-    });
-
-  it("tis weighs each token by the capped behaviour ratio of the trainer's logprobs before the step", () => {
-    const [loss, clipFraction, approxKl, tisWeight, tisCapped] = tisLoss();
-    expect(loss).toBeCloseTo((-1.1051709 - 1.5 - 1 + 0.5 + 0.4) / 5, 5); // -0.5410342
-    expect(clipFraction).toBeCloseTo(1 / 5, 6);
-    expect(tisWeight).toBeCloseTo((1.1051709 + 1.5 + 1 + 0.9048374 + 1) / 5, 5);
-    expect(tisCapped).toBeCloseTo(1 / 5, 6);
-    // The behaviour policy's diagnostics keep their meaning.
-    expect(approxKl).toBeCloseTo((0.0051709 + 0.1487213 + 0.1065307) / 5, 5);
-    // With the trainer where the sampler was, every weight is 1 and the ratios are the plain loss's.
-    const [plainLoss, , , unitWeight, noneCapped] = tisLoss(FIXED.behaviourLogprobs, 2);
-    expect(plainLoss).toBeCloseTo(TOKEN_MEAN, 5);
-    expect([unitWeight, noneCapped]).toEqual([expect.closeTo(1, 6), 0]);
+  it("tis needs the trainer's logprobs before the step, and a cap of at least 1", () => {
     expect(() => evaluate({ tis: { cap: 2 } })).toThrow(/tis needs the trainer's logprobs before the step/);
     expect(lossConfigProblem({ ...DEFAULT_LOSS_CONFIG, tis: { cap: 0.5 } })).toMatch(/tis.cap must be a finite number >= 1, got 0.5/);
-  });
-
-  it('tis gives the unclipped tokens -r A w / N, the clipped ones none', () => {
-    const inputs = { ...fixedInputs(), oldLogprobs: tf.tensor2d(OLD) };
-    const config: LossConfig = { ...DEFAULT_LOSS_CONFIG, tis: { cap: 1.5 } };
-    const grad = tf.grad((logprobs: tf.Tensor) => policyLoss({ ...inputs, logprobs: logprobs as tf.Tensor2D }, config).loss)(inputs.logprobs);
-    // row 0: -1 x 1 x w / 5; row 1, token 0: 0.5 x e^0.1 x e^-0.1 / 5 = 0.1; the clipped token and padding: 0
-    const expected = [-1.1051709 / 5, -1.5 / 5, -1 / 5, 0.1, 0, 0];
-    Array.from(grad.dataSync()).forEach((value, i) => expect(value).toBeCloseTo(expected[i], 6));
-    tf.dispose([grad, ...Object.values(inputs)]);
   });
 
   it('answerStarts marks where each run of trained tokens begins, packed answers included', () => {

@@ -17,10 +17,11 @@ import { readSnapshots, SnapshotReporter } from '../src/metrics/snapshots';
 import { modelConfig } from '../src/model/config';
 import { initWeights, loadCheckpoint, saveCheckpoint } from '../src/model/weights';
 import { CheckpointStore } from '../src/store/checkpointStore';
-import { CorruptFileError, DiskFullError } from '../src/store/files';
+import { CorruptFileError, DiskFullError, sealRecord, unsealRecord } from '../src/store/files';
 import { appendJsonLine, readJsonLines } from '../src/store/jsonLines';
 import { runLayout } from '../src/store/runLayout';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
+import SEALED from './fixtures/twins/sealed.json';
 
 const RUN = 'run-1';
 
@@ -52,6 +53,11 @@ beforeEach(() => {
 afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
 
 describe('sealed records', () => {
+  it('seals the twins fixture record to its line byte for byte, and reads the line back (as the Python trainer does)', () => {
+    expect(sealRecord(SEALED.record).toString('utf8')).toBe(`${SEALED.sealed}\n`);
+    expect(unsealRecord(Buffer.from(SEALED.sealed, 'utf8'), 'fixture')).toEqual(SEALED.record);
+  });
+
   it('a stored turn is one line of JSON: the body with its byte length and sha256 in front', async () => {
     const store = new TrajectoryStore(dataDir);
     const record = turn('t0', 0);
