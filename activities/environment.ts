@@ -22,7 +22,7 @@ import type { Compatibility } from '../src/core/compatibility';
 import { environmentIsolation } from '../src/plugins/registry';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
-import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
+import { Episode, EpisodeError, type TurnOutcome } from '../src/episode/episode';
 import { endsEpisode, episodeReward, type EpisodeCounts } from '../src/core/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import { HEARTBEAT_INTERVAL_MS } from '../src/core/liveness';

@@ -1,6 +1,6 @@
 /**
  * How fast the embedded model learns to read the holes of a random FrozenLake map when it is told
- * the answer. A random-map run must learn this by RL (docs/learning-benchmarks.md); this measures
+ * the answer. A random-map run must learn this by RL (docs/learning.md); this measures
  * the same skill under supervision, in a minute instead of a 10-minute run, so a change of the
  * model, its warm-up or its prompt can be judged here first.
  *
@@ -63,8 +63,8 @@ interface Options {
   /** The maps a step's turns come from (a train step of N groups sees N maps); unset: one map per turn. */
   mapsPerStep?: number;
   /**
-   * Seeds the training turns and their answers. Three streams of one setting ranged from 0.070
-   * to 0.165 at step 75 (docs/learning-benchmarks.md), so compare settings over several.
+   * Seeds the training turns and their answers. One setting's result moves a lot from one seed
+   * to another, so compare settings over several.
    */
   trainSeed: number;
 }

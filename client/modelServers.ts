@@ -54,7 +54,7 @@ export function spawnModelServer(modelDir: string, port: number, logFile: string
  *     (after temperature and top-p), which the PPO ratio needs; vLLM's default is the raw logits'.
  *   - `VLLM_SERVER_DEV_MODE=1`: the RL endpoints (pause, resume, reload weights, version labels).
  *   - `--enable-scale-out`: the token-in/token-out `/inference/v1/generate` endpoint.
- *   - `--enforce-eager`: starts in ~40 s on 2 cores instead of ~100 s (no torch.compile).
+ *   - `--enforce-eager`: no torch.compile, so the server starts in a fraction of the time on a few CPU cores.
  *   - `--no-enable-chunked-prefill`: on CPU, vLLM 0.32 crashes its engine when a seeded request's
  *     prompt is split across steps (it rewinds the request's random generator, which a CPU
  *     generator cannot do: "CPU Generator does not use offset"); so prompts are prefilled whole,

@@ -13,7 +13,7 @@ export { GymnasiumAdapter, type GymnasiumLike } from './envs/gymnasium';
 export { ConversationalAgent, type History, type NextTurn, type ParsedAction } from './agents/agent';
 export { ModelAgent } from './agents/modelAgent';
 export { ToolAgent, type ToolAgentOptions } from './agents/toolAgent';
-export { Episode, EpisodeError, type TurnOutcome } from './agents/episode';
+export { Episode, EpisodeError, type TurnOutcome } from './episode/episode';
 
 export { defineTool, runToolCall, toolJsonSchema, type Tool, type ToolContext, type ToolResult } from './tools/tool';
 export { getToolCallParser, TOOL_CALL_FORMATS, type ParsedToolCall, type ToolCallFormat } from './tools/parsers';
@@ -28,6 +28,7 @@ export {
   type AgentDefinition,
   type EnvironmentContext,
   type EnvironmentDefinition,
+  type EnvironmentRegistrar,
   type InstancePool,
   type PluginApi,
 } from './plugins/registry';

@@ -1,5 +1,5 @@
 import { EnvConfigSchema, type AgentConfig, type EnvConfig } from '../config/schema';
-import { Episode, EpisodeError, type TurnOutcome } from '../src/agents/episode';
+import { Episode, EpisodeError, type TurnOutcome } from '../src/episode/episode';
 import { ToolAgent } from '../src/agents/toolAgent';
 import { createRng } from '../src/core/random';
 import { ArithmeticEnvironment, ArithmeticOptionsSchema, generateTask, isHeldOutTask, type ArithmeticTaskSpec } from '../src/envs/arithmetic';

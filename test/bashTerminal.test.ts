@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { EnvConfigSchema } from '../config/schema';
-import { Episode } from '../src/agents/episode';
+import { Episode } from '../src/episode/episode';
 import {
   BASH_FAMILIES,
   BashTerminalEnvironment,

@@ -3,7 +3,7 @@
  * action, and the format credit an unreadable answer forwent (per-turn credit reads both).
  */
 import type { GenerateOutput } from '../activities/inference';
-import type { TurnOutcome } from '../src/agents/episode';
+import type { TurnOutcome } from '../src/episode/episode';
 import type { TrajectoryInput } from '../workflows/types';
 import { EpisodeTally } from '../workflows/trajectory/tally';
 

@@ -1,6 +1,6 @@
 import { formatExample, FROZENLAKE_SYSTEM_PROMPT, invalidActionMessage, parseAction, renderObservation } from '../src/agents/frozenlakeAgent';
 import { AgentConfigSchema, EnvConfigSchema } from '../config/schema';
-import { Episode } from '../src/agents/episode';
+import { Episode } from '../src/episode/episode';
 import { createRng, hashString } from '../src/core/random';
 import { CLASSIC_MAPS, FrozenLake, type FrozenLakeOptions, generateMap, isHeldOutMap, isSolvable, pathDistances } from '../src/envs/frozenlake';
 

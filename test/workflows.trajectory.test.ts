@@ -7,7 +7,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { OpenSessionInput, SessionTurnInput, SessionTurnOutput } from '../activities/environment';
 import type { GenerateInput, GenerateOutput } from '../activities/inference';
-import type { TurnOutcome } from '../src/agents/episode';
+import type { TurnOutcome } from '../src/episode/episode';
 import { EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
 import type { TrajectorySummary } from '../src/core/records';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';

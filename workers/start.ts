@@ -6,7 +6,7 @@
  */
 import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
-import { createProvider } from '../src/inference/createProvider';
+import { createProvider } from '../src/model/createProvider';
 import type { InferenceProvider } from '../src/inference/provider';
 import { installTemporalLogging, Logger } from '../src/log';
 import { loadPluginModules } from '../src/plugins/modules';

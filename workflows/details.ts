@@ -11,7 +11,7 @@ import type { EvaluationRecord } from '../activities/evaluation';
 import type { TrainStepOutput } from '../activities/trainer';
 import type { TrainerConfig } from '../config/schema';
 import type { NextTurn } from '../src/agents/agent';
-import type { TurnOutcome } from '../src/agents/episode';
+import type { TurnOutcome } from '../src/episode/episode';
 import type { RolloutStatus } from './signals';
 import { plural, round } from './summaries';
 import type { TrainingStatus } from './trainingMessages';

@@ -3,7 +3,7 @@
  * activities and the in-process benchmark apply the same rules.
  */
 
-/** What this needs of a turn's outcome (src/agents/episode's TurnOutcome). */
+/** What this needs of a turn's outcome (src/episode/episode's TurnOutcome). */
 interface OutcomeShape {
   kind: 'invalid' | 'stepped';
   done?: boolean;

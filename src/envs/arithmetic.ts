@@ -10,10 +10,10 @@
 import { z } from 'zod';
 import { isHeldOut } from '../core/heldOut';
 import { createRng, type Rng } from '../core/random';
-import type { InstancePool, PluginApi } from '../plugins/types';
 import { validateRewardSpec, type RewardSpec } from '../rewards/registry';
 import { calculatorTool } from '../tools/calculator';
 import type { Tool } from '../tools/tool';
+import type { EnvironmentRegistrar, InstancePool } from './definition';
 import type { Task } from './taskEnvironment';
 import { ToolEnvironment } from './toolEnvironment';
 
@@ -171,7 +171,7 @@ export class ArithmeticEnvironment extends ToolEnvironment<ArithmeticTask> {
 }
 
 /** Registers the `calculator` tool and the `arithmetic` environment. */
-export function registerArithmetic(api: PluginApi): void {
+export function registerArithmetic(api: EnvironmentRegistrar): void {
   api.registerTool(calculatorTool);
   api.registerEnvironment('arithmetic', {
     options: ArithmeticOptionsSchema,

@@ -20,7 +20,6 @@ import path from 'node:path';
 import { z } from 'zod';
 import { isHeldOut } from '../core/heldOut';
 import { createRng, type Rng } from '../core/random';
-import type { InstancePool, PluginApi } from '../plugins/types';
 import {
   BashSandbox,
   isolationLevel,
@@ -31,6 +30,7 @@ import {
   type SandboxLimit,
 } from '../sandbox/bash';
 import { defineTool, type Tool } from '../tools/tool';
+import type { EnvironmentRegistrar, InstancePool } from './definition';
 import type { Task, TaskObservation } from './taskEnvironment';
 import { ToolEnvironment } from './toolEnvironment';
 
@@ -489,7 +489,7 @@ export function bashIsolation(options: Pick<z.output<typeof BashTerminalOptionsS
 }
 
 /** Registers environment `bash` (options: BashTerminalOptionsSchema). */
-export function registerBashTerminal(api: PluginApi): void {
+export function registerBashTerminal(api: EnvironmentRegistrar): void {
   api.registerEnvironment('bash', {
     options: BashTerminalOptionsSchema,
     create: (options, { seed, pool, tools }) => new BashTerminalEnvironment(options, { seed, pool, tools: tools(options.tools) }),

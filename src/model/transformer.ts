@@ -560,7 +560,7 @@ interface AttentionGroup {
  *   out   = [out_0 | out_1 | ... | out_{H-1}]   [Q, D]
  *
  * Two 2-D matMuls per head and group rather than batched 3-D ones: on wasm, 2-D products run on
- * XNNPACK, batched ones on a scalar loop ~10x slower (forward and, through the gradient in
+ * XNNPACK, batched ones on a scalar loop many times slower (forward and, through the gradient in
  * src/rl/gradients.ts, backward). The scaling, k's transpose (done explicitly, once: matMul's
  * transpose flags would also leave XNNPACK) and the cuts into heads and then segments are done
  * once for the whole pack. Each group's result is computed from its own rows and segments alone.

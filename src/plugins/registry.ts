@@ -16,7 +16,7 @@ import type { Tool } from '../tools/tool';
 import { registerBuiltins } from './builtins';
 import type { AgentDefinition, EnvironmentDefinition, InstancePool, PluginApi } from './types';
 
-export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefinition, InstancePool, PluginApi } from './types';
+export type { AgentContext, AgentDefinition, EnvironmentContext, EnvironmentDefinition, EnvironmentRegistrar, InstancePool, PluginApi } from './types';
 
 /** Config keys every env section has, handled by trajflow rather than the environment. */
 const ENV_KEYS = ['name', 'turnTimeoutS', 'sessions', 'sessionLostAfterS'] as const;

@@ -1,39 +1,16 @@
 /**
- * What a plugin provides and receives: the definitions of environments and agents, and the API a
- * plugin module's `register(trajflow)` is called with. Types only, so environments and agents can
- * name them without importing the registry that creates them.
+ * What a plugin provides and receives: the definitions of agents, and the API a plugin module's
+ * `register(trajflow)` is called with. Types only, so the built-ins (./builtins) name them without
+ * importing the registry, which registers the built-ins as it loads. The environment side of the
+ * API lives below, in src/envs/definition, for environment modules to name.
  */
 import type { z } from 'zod';
 import type { ConversationalAgent, History } from '../agents/agent';
+import type { EnvironmentRegistrar } from '../envs/definition';
 import type { Environment } from '../envs/environment';
 import type { registerReward } from '../rewards/registry';
-import type { Tool } from '../tools/tool';
 
-/** Which instances an environment draws: training ones, or only its held-out evaluation ones. */
-export type InstancePool = 'train' | 'eval';
-
-export interface EnvironmentContext {
-  /** Seeds the instance (task, map, randomness): the same seed must give the same episode. */
-  seed: number;
-  pool: InstancePool;
-  /** Registered tools by name; unknown names throw, listing the known ones. */
-  tools(names: readonly string[]): Tool[];
-}
-
-export interface EnvironmentDefinition<S extends z.ZodType = z.ZodType> {
-  /** Validates (and fills defaults of) the env section, less `name`, `turnTimeoutS`, `sessions` and `sessionLostAfterS`. */
-  options: S;
-  // Method syntax keeps definitions with different option types assignable to the base type.
-  create(options: z.output<S>, context: EnvironmentContext): Environment;
-  /** A short label for the Web UI and logs, e.g. `frozenlake-4x4-classic`; default: the name. */
-  describe?(options: z.output<S>): string;
-  /**
-   * For environments that confine code (a sandbox): how strongly this machine does, one line,
-   * logged at env worker start and shown in each trajectory's details; throws where the machine
-   * cannot confine it as the options require.
-   */
-  isolation?(options: z.output<S>): string;
-}
+export type { EnvironmentContext, EnvironmentDefinition, EnvironmentRegistrar, InstancePool } from '../envs/definition';
 
 export interface AgentContext {
   history: History;
@@ -48,9 +25,7 @@ export interface AgentDefinition<S extends z.ZodType = z.ZodType> {
 }
 
 /** What a plugin module's `register` function receives. */
-export interface PluginApi {
-  registerEnvironment<S extends z.ZodType>(name: string, definition: EnvironmentDefinition<S>): void;
+export interface PluginApi extends EnvironmentRegistrar {
   registerAgent<S extends z.ZodType>(name: string, definition: AgentDefinition<S>): void;
-  registerTool(tool: Tool): void;
   registerReward: typeof registerReward;
 }

@@ -8,7 +8,7 @@
  */
 import type { AgentConfig, EnvConfig } from '../../config/schema';
 import type { NextTurn } from '../agents/agent';
-import { Episode } from '../agents/episode';
+import { Episode } from '../episode/episode';
 import { embeddedChatFormat, type ChatFormat } from '../chat/format';
 import { hashString } from '../core/random';
 import type { GenerateRequest, GenerateResult } from '../inference/provider';

@@ -11,7 +11,7 @@
  */
 import { TrainerConfigSchema, type AgentConfig, type EnvConfig } from '../../config/schema';
 import type { NextTurn } from '../agents/agent';
-import { Episode } from '../agents/episode';
+import { Episode } from '../episode/episode';
 import { createRng, type Rng } from '../core/random';
 import { encode, renderContinuation, renderConversationStart, SPECIAL_TOKENS } from '../core/tokenizer';
 import type { MaskedSequence } from './loss';

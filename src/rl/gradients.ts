@@ -2,14 +2,12 @@
  * Gradient functions for tfjs, imported for its side effects by everything that differentiates.
  *
  * tfjs-core's Node bundle registers no gradients; loading the full `@tensorflow/tfjs` package
- * registers them all into the same tfjs-core. That costs ~85 ms (measured), so only the training
- * path imports this module and the inference engine never pays for it.
+ * registers them all into the same tfjs-core. That load is slow enough to matter at start, so only
+ * the training path imports this module and the inference engine never pays for it.
  *
  * BatchMatMul's stock gradient is then replaced by one computing the same products with neither
  * matMul's transpose flags nor batched (rank > 2) matMuls, both of which fall off XNNPACK onto a
- * scalar loop on wasm: measured on 299 tokens, [299,256] x [64,256]^T takes 6.7 ms with the flag
- * and 1.2 ms with an explicit transpose; [4,299,299] x [4,299,16] takes 9.8 ms batched and 0.8 ms
- * as four 2-D products.
+ * scalar loop on wasm, several times slower than an explicit transpose and separate 2-D products.
  */
 import '@tensorflow/tfjs';
 import * as tf from '@tensorflow/tfjs-core';

@@ -7,7 +7,7 @@
  * `gradients`, and `packedTargetScores` for how: nothing is padded, and a prefix they all share
  * runs once); the minibatch's gradient is the share-weighted sum over the passes (see
  * `aggregationShare`). Policy and reference are scored at trained tokens only (`targetLogprobs`),
- * all the loss reads: with ~5 trained tokens in ~110, that measured ~1.3x faster than every token.
+ * all the loss reads: most of a sequence is prompt, and only the answers in it are trained.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { SamplingConfigSchema, TrainerConfigSchema, type TrainerConfig } from '../../config/schema';
@@ -139,9 +139,8 @@ type TrustRegionOutcome = Required<Pick<TrainMetrics, 'proposedUpdateKl' | 'upda
 const SHORTENINGS = 4;
 /**
  * Distinct tokens run through the model in one packed pass while training (see `gradients`). A
- * graph's memory grows with it and the op count per sequence falls. Timed once by a scratch script
- * (not kept) on 250 turns of ~110 tokens, a train step each: 2048 and 4096 alike (2.6-2.7 and
- * 2.5 s), 16384 twice as slow.
+ * graph's memory grows with it and the op count per sequence falls: at this size a smaller pack
+ * is no faster, and a much larger one is slower.
  */
 const PACK_TOKENS = 4096;
 

@@ -51,16 +51,15 @@ const PID_FILE = 'temporal-server.json';
  * limits are raised far above what a run can ask for.
  *
  * Each task queue is served by one matching partition instead of four: a task then always lands
- * where the workers' polls wait, rather than on a partition without a poll that must forward it.
- * On one machine that took ~0.3-2 ms off each activity (bench/orchestration.ts, run alternately).
+ * where the workers' polls wait, rather than on a partition without a poll that must forward it,
+ * which costs each activity a hop (docs/performance.md has the measurement).
  *
  * Long-lived workflows are told to continue as new after 1,024 history events rather than 4,096.
  * The rollout controller and the training workflow take signals all the time, so the workflow task
  * that continues as new nearly always races one: the server then fails that task, and the worker
- * replays the run's whole history before it can try again. At 4,096 events that replay held the
- * controller, and with it every admission, for 4.2-7.0 s (7 of 8 continue-as-new in two 10-minute
- * random-map runs); at 1,024, 1.4-2.2 s (4 of 7 in a 5-minute run). About as much replaying in
- * all, in pauses no longer than a trajectory.
+ * replays the run's whole history before it can try again, holding the controller, and with it
+ * every admission, for as long as the replay takes. A shorter history replays about as much in
+ * all, but in pauses no longer than a trajectory (docs/how-it-runs.md has the timings).
  */
 export const TUNING_ARGS: readonly string[] = [
   // WAL lets readers (the UI, visibility queries) run beside the single writer; NORMAL sync is

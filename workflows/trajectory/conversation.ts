@@ -7,7 +7,7 @@
 import { setCurrentDetails } from '@temporalio/workflow';
 import type { GenerateOutput } from '../../activities/inference';
 import type { NextTurn } from '../../src/agents/agent';
-import type { TurnOutcome } from '../../src/agents/episode';
+import type { TurnOutcome } from '../../src/episode/episode';
 import { clipBlock, conversationDetails, outcomeText, SHOWN_ANSWER_CHARS, shownText, storedTurnsOf, type TurnView } from '../details';
 import type { TrajectoryInput } from '../types';
 

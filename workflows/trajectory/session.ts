@@ -7,7 +7,7 @@
 import { CancellationScope, log } from '@temporalio/workflow';
 import type { OpenSessionOutput } from '../../activities/environment';
 import type { NextTurn } from '../../src/agents/agent';
-import type { TurnOutcome } from '../../src/agents/episode';
+import type { TurnOutcome } from '../../src/episode/episode';
 import { sessionIdOf } from '../../src/core/ids';
 import type { TrajectoryInput } from '../types';
 import { isSessionLost } from '../activityFailures';

@@ -4,7 +4,7 @@
  * workflow task) is deterministic, so the wall time split replays identically.
  */
 import type { GenerateOutput } from '../../activities/inference';
-import type { TurnOutcome } from '../../src/agents/episode';
+import type { TurnOutcome } from '../../src/episode/episode';
 import { endsEpisode } from '../../src/core/episode';
 import type { TrajectoryStatus, TrajectorySummary, TrajectoryTime } from '../../src/core/records';
 import type { TrajectoryInput } from '../types';
@@ -52,9 +52,8 @@ export class EpisodeTally {
       // The format credit this answer forwent (or `reward.unreadablePenalty`) is its own cost, as
       // a move into a hole is that move's: per-turn credit then tells an unreadable answer from a
       // readable one on the same state. Left to the episode's share alone, an unreadable answer's
-      // turn returned what a safe move's did, and random-map runs' unreadable answers grew from
-      // 5-12% to 18-29% of the answers (51% in one that broke; docs/learning-benchmarks.md,
-      // "Unreadable answers").
+      // turn would return what a safe move's does: nothing would hold unreadable answers back, and
+      // they would spread.
       const { formatWeight, unreadablePenalty = formatWeight } = this.input.reward;
       if (unreadablePenalty > 0) this.turnPenalties[this.turns - 1] = unreadablePenalty;
       return 'going on';

@@ -3,17 +3,21 @@
  * (a session), and what evaluation and the format warm-up play in process. It turns each model
  * answer into the agent's action, steps the environment with it, and says what the model is shown
  * next, so the durable workflow, evaluation and warm-up share the same conversation rules. What the
- * model is shown is checked to be chat messages and held to `agent.maxTurnTextBytes` (./turnText).
+ * model is shown is checked to be chat messages and held to `agent.maxTurnTextBytes` (src/agents/turnText).
+ *
+ * It lives above plugins/ because it creates the environment and agent a config names by looking
+ * them up in the registry.
  *
  * Failures are typed so the trajectory can record them as its outcome: `EpisodeError` with kind
  * `environment` (reset or step threw), `reward` (scoring failed) or `agent` (agent code threw).
  */
 import { DEFAULT_MAX_TURN_TEXT_BYTES, type AgentConfig, type EnvConfig } from '../../config/schema';
+import { checkMessages, fitTurnText } from '../agents/turnText';
+import type { ConversationalAgent, NextTurn } from '../agents/agent';
+import type { InstancePool } from '../envs/definition';
 import type { Environment, StepResult } from '../envs/environment';
 import { RewardError } from '../envs/taskEnvironment';
-import { createAgent, createEnvironment, type InstancePool } from '../plugins/registry';
-import type { ConversationalAgent, NextTurn } from './agent';
-import { checkMessages, fitTurnText } from './turnText';
+import { createAgent, createEnvironment } from '../plugins/registry';
 
 export type EpisodeErrorKind = 'environment' | 'reward' | 'agent';
 

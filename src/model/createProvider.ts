@@ -1,10 +1,15 @@
-/** The inference backend named by the config: the embedded CPU engine (default), or vLLM / SGLang servers. */
+/**
+ * The inference backend named by the config: the embedded CPU engine (default), or vLLM / SGLang
+ * servers. It lives in model/, the layer above inference/, because it picks between the embedded
+ * provider (here, beside the engine) and the HTTP providers (src/inference/http), and both
+ * implement the interface in src/inference/provider.
+ */
 import type { RunConfig } from '../../config/schema';
-import { EmbeddedProvider } from '../model/embeddedProvider';
-import { createHttpProvider } from './http/httpProvider';
-import type { InferenceProvider } from './provider';
+import { createHttpProvider } from '../inference/http/httpProvider';
+import type { InferenceProvider } from '../inference/provider';
 import type { Logger } from '../log';
 import { serverLocksDir } from '../store/runLayout';
+import { EmbeddedProvider } from './embeddedProvider';
 
 export async function createProvider(config: RunConfig, logger?: Logger): Promise<InferenceProvider> {
   const { backend, servers, requestTimeoutS, maxBatch } = config.inference;
