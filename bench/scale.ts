@@ -8,7 +8,7 @@
  *   - server and worker memory per in-flight trajectory (resident set growth at the peak over the
  *     idle baseline, divided by the trajectories in flight then);
  *   - trajectories/s: over the whole run and over its steady middle (10%..90% finished), and the
- *     Temporal actions per trajectory, which is what sizes a cluster (README: "Sizing a cluster").
+ *     Temporal actions per trajectory, which is what sizes a cluster (docs/benchmarks.md: "Sizing a cluster").
  *
  *   npm run bench:scale -- [--trajectories 2000] [--concurrency 1000] [--group-size 16] [--data-dir DIR]
  */

@@ -161,9 +161,9 @@ export const RewardConfigSchema = z.strictObject({
    * Charged to the turn of an answer the agent could not read, which per-turn credit compares with
    * the other answers given in the same state (default: `formatWeight`, the format credit it
    * forwent). Where every move a state offers costs more than that (a hole below, the edge to the
-   * right), an unreadable answer is the cheapest one there and can spread; as high as the
-   * costliest move, it kept the format of random-map runs but delayed their learning to read the
-   * holes (docs/learning-benchmarks.md, "A heavier hole, a charge for not getting closer").
+   * right), an unreadable answer is the cheapest one there and can spread. As high as the
+   * costliest move, it keeps answers readable but slows learning to read the holes (the runs are
+   * in docs/learning.md).
    */
   unreadablePenalty: z.number().nonnegative().optional(),
 });
@@ -215,7 +215,8 @@ export const LossConfigSchema = z.strictObject({
    * Where the entropy bonus is paid. `all`: every trained token. `answer-start`: the first token of
    * each answer only, where an agent that answers with its action chooses it; the tokens after it
    * that only spell the choice out stay as sharp as the policy makes them (on every token, a bonus
-   * large enough to keep a random-map policy choosing broke the spelling of its moves first).
+   * large enough to keep the choice open also spreads the letters that spell a move, and answers
+   * stop parsing).
    */
   entropyBonusTokens: z.enum(['all', 'answer-start']).default('all'),
   /**
@@ -419,6 +420,18 @@ export const MetricsConfigSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
 });
 
+/**
+ * Settings of the embedded trainer that the Python trainer of a real model (`model.path`) lacks:
+ * a config naming a real model is refused when it sets one. docs/config.md marks them from this list.
+ */
+export const EMBEDDED_TRAINER_ONLY: readonly { path: readonly string[]; isSet: (trainer: z.output<typeof TrainerConfigSchema>) => boolean }[] = [
+  { path: ['trainer', 'loss', 'entropyBonus'], isSet: (trainer) => trainer.loss.entropyBonus > 0 },
+  { path: ['trainer', 'loss', 'coverage'], isSet: (trainer) => trainer.loss.coverage !== undefined },
+  { path: ['trainer', 'turnCredit', 'allMoves'], isSet: (trainer) => trainer.turnCredit?.allMoves !== undefined },
+  { path: ['trainer', 'turnCredit', 'costWeight'], isSet: (trainer) => (trainer.turnCredit?.costWeight ?? 0) > 0 },
+  { path: ['trainer', 'maxUpdateKl'], isSet: (trainer) => trainer.maxUpdateKl !== undefined },
+];
+
 export const RunConfigSchema = z
   .strictObject({
     /**
@@ -472,19 +485,11 @@ export const RunConfigSchema = z
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
       });
     }
-    const { entropyBonus, coverage } = config.trainer.loss;
-    const embeddedOnly: [string[], boolean][] = [
-      [['trainer', 'loss', 'entropyBonus'], entropyBonus > 0],
-      [['trainer', 'loss', 'coverage'], coverage !== undefined],
-      [['trainer', 'turnCredit', 'allMoves'], config.trainer.turnCredit?.allMoves !== undefined],
-      [['trainer', 'turnCredit', 'costWeight'], (config.trainer.turnCredit?.costWeight ?? 0) > 0],
-      [['trainer', 'maxUpdateKl'], config.trainer.maxUpdateKl !== undefined],
-    ];
-    for (const [path, used] of embeddedOnly) {
-      if (config.model.path !== undefined && used) {
+    for (const { path, isSet } of EMBEDDED_TRAINER_ONLY) {
+      if (config.model.path !== undefined && isSet(config.trainer)) {
         ctx.addIssue({
           code: 'custom',
-          path,
+          path: [...path],
           message: 'is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none: remove it',
         });
       }

@@ -1,6 +1,6 @@
 /**
  * trajflow's public API: what a plugin module (`modules:` in a config) or an embedding program
- * uses to bring its own environments, agents, tools and rewards. See README "Bring your own".
+ * uses to bring its own environments, agents, tools and rewards. See docs/plugins.md.
  */
 export type { AgentConfig, EnvConfig, RunConfig } from '../config/schema';
 export { ConfigError, loadRunConfig, parseRunConfig } from '../src/runConfig';

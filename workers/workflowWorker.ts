@@ -27,7 +27,7 @@ const LOCAL_ACTIVITY_SLOTS = 100;
  * starts and joins a watchdog thread (the deadlock timeout), which on a busy machine blocks the
  * calling thread while that thread waits for a core, tens of times per trajectory; a second thread
  * keeps other workflows' tasks moving meanwhile. It helped measurably only when other work shared
- * the CPUs (README, "Streaming against synchronous").
+ * the CPUs (docs/benchmarks.md, "Streaming against synchronous").
  */
 const WORKFLOW_THREADS = 2;
 
