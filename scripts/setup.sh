@@ -27,6 +27,7 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r python/requirements.txt
 .venv/bin/pip install --quiet --disable-pip-version-check --no-deps -r python/requirements-nodeps.txt
+.venv/bin/pip install --quiet --disable-pip-version-check -r python/requirements-dev.txt
 
 # The vLLM CPU server (its own environment: vLLM pins its own versions of what the trainer uses).
 bash scripts/setup-vllm.sh

@@ -14,9 +14,7 @@ from trajflow_py.model_server.loading import load_model
 from trajflow_py.model_server.tiny_model import make_tiny_model
 
 SMOLLM2 = Path(__file__).resolve().parents[2] / ".models" / "smollm2-135m-instruct"
-pytestmark = pytest.mark.skipif(
-    not (SMOLLM2 / "tokenizer.json").exists(), reason="needs the SmolLM2 tokenizer (scripts/setup.sh)"
-)
+pytestmark = pytest.mark.skipif(not (SMOLLM2 / "tokenizer.json").exists(), reason="needs the SmolLM2 tokenizer (scripts/setup.sh)")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +26,8 @@ def model(tmp_path_factory):
 
 def _alone(model, ids: list[int]) -> torch.Tensor:
     with torch.inference_mode():
-        return model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        logits: torch.Tensor = model(input_ids=torch.tensor([ids])).logits
+        return logits[0, -1].float()
 
 
 def test_prefill_of_unequal_prompts_matches_each_prompt_alone(model):

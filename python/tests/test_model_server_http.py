@@ -4,36 +4,35 @@ shapes, stop and length handling, abort, pause, weight updates, validation error
 The numerical properties on the real model are in test_model_server_smollm2.py.
 """
 
-import json
 import http.client
+import json
 import signal
 import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 import torch
 
-from trajflow_py.model_server.client import Client, running_server
+from trajflow_py.model_server.client import Client, Response, ServerProcess, running_server
 from trajflow_py.model_server.tiny_model import make_tiny_model
 
 SMOLLM2 = Path(__file__).resolve().parents[2] / ".models" / "smollm2-135m-instruct"
-pytestmark = pytest.mark.skipif(
-    not (SMOLLM2 / "tokenizer.json").exists(), reason="needs the SmolLM2 tokenizer (scripts/setup.sh)"
-)
+pytestmark = pytest.mark.skipif(not (SMOLLM2 / "tokenizer.json").exists(), reason="needs the SmolLM2 tokenizer (scripts/setup.sh)")
 
 PROMPT = [1, 4093, 198, 22518, 253, 1345, 2821, 30, 2, 198, 1, 520, 9531, 198]
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny"), SMOLLM2)
 
 
 @pytest.fixture(scope="module")
-def perturbed_dir(tiny_dir, tmp_path_factory) -> Path:
+def perturbed_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model with every weight nudged: a "next checkpoint" for weight updates."""
     from transformers import AutoModelForCausalLM
 
@@ -54,7 +53,7 @@ def server(tiny_dir):
 
 
 @pytest.fixture
-def client(server) -> Client:
+def client(server: ServerProcess) -> Client:
     return server.client
 
 
@@ -75,7 +74,8 @@ def _logprobs(response: dict) -> list[float]:
 
 def test_health_and_model_info(client, tiny_dir):
     health = client.get("/health")
-    assert health.status == 200 and health.body == ""
+    assert health.status == 200
+    assert health.body == ""
     info = client.get("/get_model_info")
     assert info.status == 200
     assert info.body["model_path"] == str(tiny_dir)
@@ -85,9 +85,7 @@ def test_health_and_model_info(client, tiny_dir):
 
 
 def test_generate_answers_with_sglang_fields(client):
-    out = client.generate(
-        PROMPT, rid="shape-1", max_new_tokens=6, temperature=1.0, top_p=1.0, sampling_seed=1, ignore_eos=True
-    )
+    out = client.generate(PROMPT, rid="shape-1", max_new_tokens=6, temperature=1.0, top_p=1.0, sampling_seed=1, ignore_eos=True)
     assert set(out) == {"text", "output_ids", "meta_info"}
     meta = out["meta_info"]
     assert meta["id"] == "shape-1"
@@ -98,7 +96,9 @@ def test_generate_answers_with_sglang_fields(client):
     assert len(out["output_ids"]) == 6
     assert [entry[1] for entry in meta["output_token_logprobs"]] == out["output_ids"]
     for logprob, _, text in meta["output_token_logprobs"]:
-        assert isinstance(logprob, float) and logprob <= 0 and text is None
+        assert isinstance(logprob, float)
+        assert logprob <= 0
+        assert text is None
     assert isinstance(out["text"], str)
     without = client.generate(PROMPT, return_logprob=False, max_new_tokens=2, sampling_seed=1)
     assert "output_token_logprobs" not in without["meta_info"]
@@ -111,7 +111,7 @@ def test_logprobs_equal_a_full_forward_pass(client, tiny_dir):
 
 
 def test_the_same_seed_gives_the_same_tokens(client):
-    params = dict(max_new_tokens=10, temperature=1.0, top_p=0.95, ignore_eos=True)
+    params = {"max_new_tokens": 10, "temperature": 1.0, "top_p": 0.95, "ignore_eos": True}
     first = client.generate(PROMPT, sampling_seed=21, **params)
     again = client.generate(PROMPT, sampling_seed=21, **params)
     other = client.generate(PROMPT, sampling_seed=22, **params)
@@ -141,11 +141,12 @@ def test_greedy_and_zero_token_requests(client):
     greedy = [client.generate(PROMPT, max_new_tokens=5, temperature=0.0, sampling_seed=s)["output_ids"] for s in (1, 2)]
     assert greedy[0] == greedy[1]
     empty = client.generate(PROMPT, max_new_tokens=0)
-    assert empty["output_ids"] == [] and empty["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
+    assert empty["output_ids"] == []
+    assert empty["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
 
 
 @pytest.mark.parametrize(
-    "body, field",
+    ("body", "field"),
     [
         ({"sampling_params": {"max_new_tokens": 4}}, "input_ids"),
         ({"input_ids": [], "sampling_params": {}}, "input_ids"),
@@ -174,11 +175,13 @@ def test_bad_generate_bodies_are_400_naming_the_field(client, body, field):
 
 def test_bad_json_unknown_routes_and_methods(client):
     bad = client.request("POST", "/generate", raw=b"{not json")
-    assert bad.status == 400 and bad.body["error"]["message"].startswith("body:")
+    assert bad.status == 400
+    assert bad.body["error"]["message"].startswith("body:")
     assert client.get("/no_such_route").status == 404
     assert client.get("/generate").status == 405
     missing_path = client.post("/update_weights_from_disk", {"weight_version": "x"})
-    assert missing_path.status == 400 and missing_path.body["error"]["message"].startswith("model_path:")
+    assert missing_path.status == 400
+    assert missing_path.body["error"]["message"].startswith("model_path:")
 
 
 def _long_request(client: Client, rid: str, tokens: int = 2000) -> dict:
@@ -196,7 +199,8 @@ def test_abort_request_ends_a_running_request(client):
         long = pool.submit(_long_request, client, "to-abort")
         _wait_until_running(long)
         duplicate = client.post("/generate", {"rid": "to-abort", "input_ids": PROMPT})
-        assert duplicate.status == 400 and duplicate.body["error"]["message"].startswith("rid:")
+        assert duplicate.status == 400
+        assert duplicate.body["error"]["message"].startswith("rid:")
         assert client.post("/abort_request", {"rid": "to-abort"}).status == 200
         out = long.result(timeout=30)
     meta = out["meta_info"]
@@ -244,18 +248,20 @@ def test_pause_in_place_holds_requests_until_continue(client):
         client.post("/continue_generation", {})
 
 
-def _update(client: Client, path: Path, version: str, **extra) -> dict:
+def _update(client: Client, path: Path, version: str, **extra: object) -> Response:
     response = client.post("/update_weights_from_disk", {"model_path": str(path), "weight_version": version, **extra})
     assert response.body["num_paused_requests"] == 0
     return response
 
 
 def test_update_weights_from_disk_switches_version_and_outputs(client, tiny_dir, perturbed_dir, tmp_path):
-    params = dict(max_new_tokens=10, temperature=1.0, top_p=1.0, sampling_seed=11, ignore_eos=True)
+    params = {"max_new_tokens": 10, "temperature": 1.0, "top_p": 1.0, "sampling_seed": 11, "ignore_eos": True}
     before = client.generate(PROMPT, **params)
 
     bad = _update(client, tmp_path / "missing", "never")
-    assert bad.status == 400 and bad.body["success"] is False and "missing" in bad.body["message"]
+    assert bad.status == 400
+    assert bad.body["success"] is False
+    assert "missing" in bad.body["message"]
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
     assert _update(client, empty_dir, "never").body["success"] is False
@@ -264,9 +270,11 @@ def test_update_weights_from_disk_switches_version_and_outputs(client, tiny_dir,
 
     try:
         good = _update(client, perturbed_dir, "v1")
-        assert good.status == 200 and good.body["success"] is True
+        assert good.status == 200
+        assert good.body["success"] is True
         info = client.get("/get_model_info").body
-        assert info["weight_version"] == "v1" and info["model_path"] == str(perturbed_dir)
+        assert info["weight_version"] == "v1"
+        assert info["model_path"] == str(perturbed_dir)
         after = client.generate(PROMPT, **params)
         assert after["meta_info"]["weight_version"] == "v1"
         assert _logprobs(after) != pytest.approx(_logprobs(before), abs=1e-3)
@@ -315,7 +323,8 @@ def test_an_update_is_refused_while_paused_requests_cannot_drain(client, perturb
         client.post("/pause_generation", {"mode": "in_place"})
         try:
             refused = _update(client, perturbed_dir, "v1")
-            assert refused.status == 400 and "paused" in refused.body["message"]
+            assert refused.status == 400
+            assert "paused" in refused.body["message"]
             assert client.get("/get_model_info").body["weight_version"] == "v0"
         finally:
             client.post("/abort_request", {"rid": "frozen"})
@@ -334,10 +343,8 @@ def test_sigterm_stops_the_server_promptly_mid_request(tiny_dir):
         assert time.monotonic() - started < 5
         # The request in flight is answered as aborted, or its connection just closes (before or
         # in the middle of the answer's body).
-        try:
+        with suppress(OSError, RuntimeError, http.client.HTTPException):
             assert pending.result(timeout=10)["meta_info"]["finish_reason"]["type"] == "abort"
-        except (OSError, RuntimeError, http.client.HTTPException):
-            pass
         pool.shutdown()
 
 

@@ -19,7 +19,7 @@ def test_logprob_is_log_softmax_after_temperature_before_top_p():
     logits = torch.randn(3, 100) * 3
     rows = [RowSampling(0.7, 0.5, 0), RowSampling(1.3, 1.0, 5), RowSampling(1.0, 0.9, 0)]
     tokens, logprobs = sample_tokens(logits, rows, [0.1, 0.5, 0.9])
-    for i, (row, token) in enumerate(zip(rows, tokens)):
+    for i, (row, token) in enumerate(zip(rows, tokens, strict=True)):
         expected = torch.log_softmax(logits[i] / row.temperature, dim=-1)[token]
         assert math.isclose(logprobs[i], float(expected), abs_tol=1e-6)
 
@@ -58,7 +58,7 @@ def test_untruncated_sampling_follows_the_distribution():
     for _ in range(3000):
         token = sample_tokens(logits, [RowSampling(1.0, 1.0, 0)], [draw_uniform(generator)])[0][0]
         counts[token] += 1
-    for count, p in zip(counts, [0.6, 0.3, 0.1]):
+    for count, p in zip(counts, [0.6, 0.3, 0.1], strict=True):
         assert abs(count / 3000 - p) < 0.03
 
 

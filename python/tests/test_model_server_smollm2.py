@@ -60,10 +60,8 @@ def _logprobs(response: dict) -> list[float]:
 
 
 def test_logprobs_equal_log_softmax_of_an_independent_forward_pass(client, prompts, reference_model):
-    for prompt, (temperature, top_p, seed) in zip(prompts[:2], [(0.7, 0.9, 1), (1.0, 1.0, 2)]):
-        out = client.generate(
-            prompt, max_new_tokens=16, temperature=temperature, top_p=top_p, sampling_seed=seed, no_stop_trim=True
-        )
+    for prompt, (temperature, top_p, seed) in zip(prompts[:2], [(0.7, 0.9, 1), (1.0, 1.0, 2)], strict=True):
+        out = client.generate(prompt, max_new_tokens=16, temperature=temperature, top_p=top_p, sampling_seed=seed, no_stop_trim=True)
         ids = out["output_ids"]
         with torch.no_grad():
             logits = reference_model(input_ids=torch.tensor([prompt + ids[:-1]])).logits[0, len(prompt) - 1 :].float()
@@ -76,9 +74,7 @@ def test_batched_results_equal_single_results(client, prompts):
     plan = [(prompts[0], 24, 10), (prompts[2], 24, 11), (prompts[1], 8, 12), (prompts[3], 8, 13)]
 
     def run(prompt, tokens, seed):
-        return client.generate(
-            prompt, max_new_tokens=tokens, temperature=1.0, top_p=0.95, sampling_seed=seed, ignore_eos=True
-        )
+        return client.generate(prompt, max_new_tokens=tokens, temperature=1.0, top_p=0.95, sampling_seed=seed, ignore_eos=True)
 
     alone = [run(*item) for item in plan]
     with ThreadPoolExecutor(len(plan)) as pool:
@@ -88,7 +84,7 @@ def test_batched_results_equal_single_results(client, prompts):
         joined = [pool.submit(run, *item) for item in plan[2:]]
         together = [f.result(timeout=120) for f in first + joined]
 
-    for single, batched in zip(alone, together):
+    for single, batched in zip(alone, together, strict=True):
         assert batched["output_ids"] == single["output_ids"]
         assert _logprobs(batched) == pytest.approx(_logprobs(single), abs=1e-4)
 

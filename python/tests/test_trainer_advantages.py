@@ -53,7 +53,7 @@ def test_turn_advantages_compare_the_visits_of_each_state():
     advantages = turn_advantages(episodes, "drgrpo", 0.5)
     expected = [[0.1875, 0], [-0.3125, 0], [-0.0625, 0.1875, 0]]
     assert [len(row) for row in advantages] == [2, 2, 3]
-    for row, want in zip(advantages, expected):
+    for row, want in zip(advantages, expected, strict=True):
         close(row, want, abs=1e-12)
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 from temporalio.exceptions import ApplicationError
-from test_trainer_support import group_json, trainer_config, turn_json, write_trajectory
 
+from test_trainer_support import group_json, trainer_config, turn_json, write_trajectory
 from trajflow_py.trainer.batch import load_batch
 from trajflow_py.trainer.inputs import TrainStepInput
 from trajflow_py.trainer.layout import RunLayout
@@ -54,7 +54,8 @@ def test_per_turn_credit_needs_one_sequence_per_turn(tmp_path):
     group = group_json("g", ["h"], [1], [True])
     with pytest.raises(ApplicationError) as refused:
         load_batch(RunLayout(tmp_path, RUN), step_input([group], turnCredit={"weight": 1, "discount": 0.9}))
-    assert refused.value.type == "InvalidConfig" and refused.value.non_retryable
+    assert refused.value.type == "InvalidConfig"
+    assert refused.value.non_retryable
     assert "agent.history: none" in refused.value.message
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer_support import COMPATIBILITY, TEMPERATURE, group_json, settings_json, tiny_model_dir, trainer_config, turn_json, write_trajectory
 
+from test_trainer_support import COMPATIBILITY, TEMPERATURE, group_json, settings_json, tiny_model_dir, trainer_config, turn_json, write_trajectory
 from trajflow_py.trainer.activities import TrainerActivities
 from trajflow_py.trainer.log import Logger
 from trajflow_py.trainer.settings import WorkerSettings
@@ -44,7 +44,7 @@ def data_dir(tmp_path: Path) -> Path:
 def store_group(data: Path, group_id: str, completion_length: int) -> dict:
     """A group of two one-turn trajectories, one solved and one not, each sampling `completion_length` tokens."""
     trajectory_ids = [f"{group_id}.t0", f"{group_id}.t1"]
-    for trajectory_id, reward in zip(trajectory_ids, [1.0, 0.0]):
+    for trajectory_id, reward in zip(trajectory_ids, [1.0, 0.0], strict=True):
         completion = [20 + i for i in range(completion_length)]
         turn = turn_json(trajectory_id, 0, [5, 6, 7], completion, [-1.5] * completion_length, [0] * completion_length)
         write_trajectory(data, RUN, trajectory_id, [turn], reward)
@@ -93,10 +93,13 @@ def test_a_group_with_a_damaged_turn_is_skipped_logged_and_the_healthy_group_tra
 
     metrics = output["metrics"]
     assert output["version"] == 1
-    assert metrics["groups"] == 2 and metrics["groupIds"] == ["g-damaged", "g-healthy"]
-    assert metrics["groupsCorrupt"] == 1 and metrics["groupsSkipped"] == 0
+    assert metrics["groups"] == 2
+    assert metrics["groupIds"] == ["g-damaged", "g-healthy"]
+    assert metrics["groupsCorrupt"] == 1
+    assert metrics["groupsSkipped"] == 0
     # Only the healthy group's two trajectories were trained: one sequence of 3 sampled tokens each.
-    assert metrics["sequences"] == 2 and metrics["tokens"] == 6
+    assert metrics["sequences"] == 2
+    assert metrics["tokens"] == 6
     assert metrics["stalenessHistogram"] == {"0": 6}
     assert metrics["gradNorm"] > 0
     before, after = weights(data, 0), weights(data, 1)
@@ -104,8 +107,12 @@ def test_a_group_with_a_damaged_turn_is_skipped_logged_and_the_healthy_group_tra
 
     [line] = corrupt_group_logs(caplog)
     assert line["level"] == logging.ERROR
-    assert line["runId"] == RUN and line["step"] == 0 and line["groupId"] == "g-damaged"
-    assert line["file"] == str(damaged_turn) and line["kind"] == "record" and line["reason"].startswith("truncated: ")
+    assert line["runId"] == RUN
+    assert line["step"] == 0
+    assert line["groupId"] == "g-damaged"
+    assert line["file"] == str(damaged_turn)
+    assert line["kind"] == "record"
+    assert line["reason"].startswith("truncated: ")
 
 
 def test_a_group_with_a_damaged_summary_is_skipped_and_with_no_group_left_the_same_weights_are_published(activities, tmp_path, caplog):
@@ -118,11 +125,18 @@ def test_a_group_with_a_damaged_summary_is_skipped_and_with_no_group_left_the_sa
         output = activities.train_step(step_input([damaged]))
 
     metrics = output["metrics"]
-    assert output["version"] == 1 and metrics["groupsCorrupt"] == 1 and metrics["groupsSkipped"] == 0
-    assert metrics["sequences"] == 0 and metrics["tokens"] == 0 and metrics["gradNorm"] == 0
+    assert output["version"] == 1
+    assert metrics["groupsCorrupt"] == 1
+    assert metrics["groupsSkipped"] == 0
+    assert metrics["sequences"] == 0
+    assert metrics["tokens"] == 0
+    assert metrics["gradNorm"] == 0
     assert "trajectoryTime" not in metrics
     before, after = weights(data, 0), weights(data, 1)
-    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
     [line] = corrupt_group_logs(caplog)
-    assert line["level"] == logging.ERROR and line["groupId"] == "g-damaged"
-    assert line["file"] == str(damaged_summary) and line["reason"].startswith("truncated: ")
+    assert line["level"] == logging.ERROR
+    assert line["groupId"] == "g-damaged"
+    assert line["file"] == str(damaged_summary)
+    assert line["reason"].startswith("truncated: ")

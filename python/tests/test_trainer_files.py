@@ -25,8 +25,7 @@ from trajflow_py.trainer.layout import RunLayout
 
 #: {"step":1,"loss":0.5,"note":"tür"} as src/store/files.ts seals it (sealRecord), byte for byte.
 SEALED_BY_TYPESCRIPT = (
-    '{"bytes":35,"sha256":"cc0522a5dbd9f4563f73574a4bba5e07cdb2e3931286473d5ce428b10d2d459d",'
-    '"body":{"step":1,"loss":0.5,"note":"tür"}}\n'
+    '{"bytes":35,"sha256":"cc0522a5dbd9f4563f73574a4bba5e07cdb2e3931286473d5ce428b10d2d459d","body":{"step":1,"loss":0.5,"note":"tür"}}\n'
 ).encode()
 
 
@@ -36,9 +35,9 @@ def test_json_is_sealed_compact_and_never_holds_nan_or_infinity(tmp_path):
     body = '{"x":1.5,"y":[1,2]}'
     assert file.read_text() == f'{{"bytes":{len(body)},"sha256":"{hashlib.sha256(body.encode()).hexdigest()}","body":{body}}}\n'
     for bad in (math.nan, math.inf):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
             write_json_atomically(file, {"x": bad})
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
             append_json_line(tmp_path / "m.jsonl", {"x": bad})
     assert read_json(file) == {"x": 1.5, "y": [1, 2]}
     assert sorted(p.name for p in file.parent.iterdir()) == ["b.json"]  # no temp file left behind
@@ -71,7 +70,8 @@ def test_a_corrupt_record_is_refused_with_its_reason_and_not_retried(tmp_path, d
     with pytest.raises(CorruptFileError, match=reason) as caught:
         read_json(file)
     assert caught.value.message.startswith(f"corrupt record {file}: ")
-    assert caught.value.type == CORRUPT_STORED_FILE and caught.value.non_retryable
+    assert caught.value.type == CORRUPT_STORED_FILE
+    assert caught.value.non_retryable
 
 
 def test_plain_json_without_a_seal_is_refused(tmp_path):
@@ -88,7 +88,8 @@ def test_json_lines_append_sealed_and_a_torn_last_line_stays_alone(tmp_path):
         out.write(SEALED_BY_TYPESCRIPT[:50])
     append_json_line(file, {"step": 1})
     lines = file.read_bytes().split(b"\n")
-    assert lines[1] == SEALED_BY_TYPESCRIPT[:50] and lines[3] == b""
+    assert lines[1] == SEALED_BY_TYPESCRIPT[:50]
+    assert lines[3] == b""
     assert [json.loads(line)["body"] for line in (lines[0], lines[2])] == [{"step": 0}, {"step": 1}]
 
 
@@ -108,7 +109,7 @@ def test_a_directory_is_published_whole_and_replaces_an_earlier_one(tmp_path):
         (partial / "weights").write_text("half")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk full"):
         publish_directory(tmp_path / "checkpoints" / "v000002", crash)
     assert sorted(p.name for p in final.parent.iterdir()) == ["v000001"]
 
@@ -175,14 +176,15 @@ def test_a_full_disk_raises_a_retryable_error_naming_the_file_and_the_free_space
     append_json_line(metrics, {"step": 0})
     before = metrics.read_bytes()
     filler = small_filesystem / "filler"
-    with pytest.raises(OSError), open(filler, "wb") as out:
+    with pytest.raises(OSError, match="No space left on device"), open(filler, "wb") as out:
         out.write(bytes(2 << 20))
     with open(filler, "r+b") as out:  # 16 KiB left: a big line is written in part before the disk refuses the rest
         out.truncate(filler.stat().st_size - (16 << 10))
 
     with pytest.raises(DiskFullError, match=rf"no space left on device writing {metrics} \(\d+(\.\d)? (B|KiB) free of 1\.0 MiB on its filesystem\)") as full:
         append_json_line(metrics, {"step": 1, "note": "x" * (64 << 10)})
-    assert full.value.type == DISK_FULL and not full.value.non_retryable
+    assert full.value.type == DISK_FULL
+    assert not full.value.non_retryable
     assert metrics.read_bytes() == before
 
     step = small_filesystem / "train" / "step-000000.json"

@@ -76,6 +76,7 @@ def test_clipped_tokens_get_no_gradient_and_the_others_minus_r_a_over_n():
     logprobs = torch.tensor(LOGPROBS, requires_grad=True)
     evaluate(logprobs=logprobs).loss.backward()
     expected = [-1.1051709 / 5, 0, -1 / 5, 0.5 / 5, 0, 0]
+    assert logprobs.grad is not None
     assert logprobs.grad.flatten().tolist() == pytest.approx(expected, abs=1e-6)
 
 
@@ -115,6 +116,7 @@ def test_tis_gradient_is_minus_r_a_w_over_n_and_none_reaches_the_old_logprobs():
     evaluate_tis(logprobs=logprobs, old=old).loss.backward()
     # row 0: -1 x 1 x w / 5; row 1, token 0: 0.5 x e^0.1 x e^-0.1 / 5 = 0.1; the clipped token and padding: 0
     expected = [-1.1051709 / 5, -1.5 / 5, -1 / 5, 0.1, 0, 0]
+    assert logprobs.grad is not None
     assert logprobs.grad.flatten().tolist() == pytest.approx(expected, abs=1e-6)
     assert old.grad is None
 
@@ -123,7 +125,8 @@ def test_tis_with_the_trainer_where_the_sampler_was_is_the_plain_loss():
     # old = behaviour: every weight 1 and the same ratios, so the same loss as without tis.
     result = evaluate_tis(old=torch.tensor(BEHAVIOUR), cap=2.0)
     assert float(result.loss) == pytest.approx(TOKEN_MEAN, abs=1e-5)
-    assert float(result.tis_weight) == pytest.approx(1.0, abs=1e-6) and float(result.tis_capped_fraction) == 0
+    assert float(result.tis_weight) == pytest.approx(1.0, abs=1e-6)
+    assert float(result.tis_capped_fraction) == 0
 
 
 def test_tis_needs_the_old_logprobs():

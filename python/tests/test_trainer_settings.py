@@ -1,10 +1,12 @@
 """The worker's settings file: what it reads, and errors that name the bad field."""
 
 import json
+from typing import Any
 
 import pytest
-from test_trainer_support import settings_json
+from temporalio.service import TLSConfig
 
+from test_trainer_support import settings_json
 from trajflow_py.trainer.settings import load_settings
 
 
@@ -23,9 +25,12 @@ def write(tmp_path, value):
 
 def test_reads_the_typescript_clis_settings(tmp_path, model_dir):
     settings = load_settings(write(tmp_path, {**settings_json(tmp_path / "data", model_dir), "identity": "t1", "futureKey": 1}))
-    assert settings.temporal.address == "127.0.0.1:7233" and settings.task_queue == "trajflow-trainer"
-    assert settings.data_dir == tmp_path / "data" and settings.model_path == model_dir
-    assert settings.compatibility.modules == "p-hash" and settings.identity == "t1"
+    assert settings.temporal.address == "127.0.0.1:7233"
+    assert settings.task_queue == "trajflow-trainer"
+    assert settings.data_dir == tmp_path / "data"
+    assert settings.model_path == model_dir
+    assert settings.compatibility.modules == "p-hash"
+    assert settings.identity == "t1"
 
 
 @pytest.mark.parametrize(
@@ -58,7 +63,8 @@ def test_polls_as_a_deployment_version_only_when_the_typescript_side_names_one(t
     assert deployment_config(load_settings(write(tmp_path, settings_json(tmp_path / "data", model_dir)))) is None
     versioned = {**settings_json(tmp_path / "data", model_dir), "deployment": {"deploymentName": "trajflow", "buildId": "b2"}}
     config = deployment_config(load_settings(write(tmp_path, versioned)))
-    assert config is not None and config.use_worker_versioning
+    assert config is not None
+    assert config.use_worker_versioning
     assert config.version == WorkerDeploymentVersion(deployment_name="trajflow", build_id="b2")
     assert config.default_versioning_behavior == VersioningBehavior.PINNED
 
@@ -66,12 +72,17 @@ def test_polls_as_a_deployment_version_only_when_the_typescript_side_names_one(t
 def test_connects_with_the_connection_the_typescript_side_resolved(tmp_path, model_dir):
     cert = tmp_path / "client.pem"
     cert.write_text("CERT")
-    temporal = {"address": "ns.acct.tmprl.cloud:7233", "namespace": "ns.acct", "apiKey": "secret"}
+    temporal: dict[str, Any] = {"address": "ns.acct.tmprl.cloud:7233", "namespace": "ns.acct", "apiKey": "secret"}
     temporal["tls"] = {"serverName": "ns.acct", "clientCert": {"path": str(cert)}, "clientKey": {"data": "KEY"}}
     settings = load_settings(write(tmp_path, {**settings_json(tmp_path / "data", model_dir), "temporal": temporal}))
     connect = settings.temporal.connect_config()
-    assert connect["target_host"] == "ns.acct.tmprl.cloud:7233" and connect["namespace"] == "ns.acct" and connect["api_key"] == "secret"
+    assert connect["target_host"] == "ns.acct.tmprl.cloud:7233"
+    assert connect["namespace"] == "ns.acct"
+    assert connect["api_key"] == "secret"
     tls = connect["tls"]
-    assert tls.domain == "ns.acct" and tls.client_cert == b"CERT" and tls.client_private_key == b"KEY"
+    assert isinstance(tls, TLSConfig)
+    assert tls.domain == "ns.acct"
+    assert tls.client_cert == b"CERT"
+    assert tls.client_private_key == b"KEY"
     plain = load_settings(write(tmp_path, settings_json(tmp_path / "data", model_dir))).temporal.connect_config()
     assert plain == {"target_host": "127.0.0.1:7233", "namespace": "default"}

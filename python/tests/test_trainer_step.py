@@ -14,6 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from temporalio.exceptions import ApplicationError
+from transformers import AutoModelForCausalLM
+
 from test_trainer_support import (
     COMPATIBILITY,
     TEMPERATURE,
@@ -25,8 +27,6 @@ from test_trainer_support import (
     turn_json,
     write_trajectory,
 )
-from transformers import AutoModelForCausalLM
-
 from trajflow_py.trainer.activities import TrainerActivities
 from trajflow_py.trainer.failures import CORRUPT_STORED_FILE
 from trajflow_py.trainer.files import MANIFEST_FILE, write_json_atomically
@@ -37,12 +37,12 @@ RUN = "run-1"
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_model_dir(tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture
-def data_dir(tmp_path) -> Path:
+def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
@@ -88,7 +88,7 @@ def sampled_store(data_dir: Path, version_dir: Path, version: int = 0, shift=0.0
     for trajectory_id, (deltas, completions, reward) in plans.items():
         ids: list[int] = []
         turns = []
-        for turn, (delta, completion) in enumerate(zip(deltas, completions)):
+        for turn, (delta, completion) in enumerate(zip(deltas, completions, strict=True)):
             start = len(ids) + len(delta)
             ids += delta + completion
             logprobs = full_logprobs(model, ids)[start - 1 : start - 1 + len(completion)]
@@ -139,18 +139,27 @@ def test_train_step_publishes_v1_records_metrics_and_is_idempotent(data_dir, mod
     # Sealed records (trajflow_py/trainer/files.py): the record is the body.
     metrics = strict_json(lines[0])["body"]
     assert strict_json((run / "step-000000.json").read_text())["body"] == output == {"version": 1, "metrics": metrics}
-    assert metrics["step"] == 0 and metrics["groups"] == 1 and metrics["groupIds"] == ["g0"] and metrics["trajectories"] == 2
-    assert metrics["tokens"] == 9 and metrics["sequences"] == 2
-    assert metrics["stalenessHistogram"] == {"0": 9} and metrics["stalenessMax"] == 0
+    assert metrics["step"] == 0
+    assert metrics["groups"] == 1
+    assert metrics["groupIds"] == ["g0"]
+    assert metrics["trajectories"] == 2
+    assert metrics["tokens"] == 9
+    assert metrics["sequences"] == 2
+    assert metrics["stalenessHistogram"] == {"0": 9}
+    assert metrics["stalenessMax"] == 0
     # The step's rate as the workflow handed it (trainer.learningRateSchedule moves it there).
     assert metrics["learningRate"] == 1e-3
-    assert metrics["successRate"] == 0.5 and metrics["rewardMean"] == 0.5
+    assert metrics["successRate"] == 0.5
+    assert metrics["rewardMean"] == 0.5
     assert metrics["trajectoryTime"] == {"totalMs": 10, "generationMs": 6, "environmentMs": 3, "waitingMs": 1}
-    assert metrics["elapsedS"] > 0 and "refKl" not in metrics
+    assert metrics["elapsedS"] > 0
+    assert "refKl" not in metrics
     # Sampled by the very weights trained, in a separate pass: the trainer's logprobs agree.
     assert metrics["logprobTokensCompared"] == 9
-    assert metrics["logprobDiffMax"] < 1e-5 and metrics["logprobMismatchKl"] < 1e-9
-    assert metrics["clipFraction"] == 0 and metrics["gradNorm"] > 0
+    assert metrics["logprobDiffMax"] < 1e-5
+    assert metrics["logprobMismatchKl"] < 1e-9
+    assert metrics["clipFraction"] == 0
+    assert metrics["gradNorm"] > 0
 
     # A retry finds the result and returns it without training (no second metrics line, no v2).
     assert activities.train_step(step_input(0, groups)) == output
@@ -168,7 +177,8 @@ def test_a_corrupt_checkpoint_fails_the_step_for_good_naming_the_file(data_dir, 
     weights.write_bytes(intact[:-1] + bytes([intact[-1] ^ 1]))
     with pytest.raises(ApplicationError) as refused:
         activities.train_step(step_input(0, groups))
-    assert refused.value.type == CORRUPT_STORED_FILE and refused.value.non_retryable
+    assert refused.value.type == CORRUPT_STORED_FILE
+    assert refused.value.non_retryable
     assert f"corrupt checkpoint {checkpoint(data_dir, 0)}: model.safetensors: checksum mismatch" in refused.value.message
     assert not checkpoint(data_dir, 1).exists()
 
@@ -193,7 +203,8 @@ def test_each_step_trains_at_the_rate_its_input_gives(data_dir, model_dir):
     groups = sampled_store(data_dir, checkpoint(data_dir, 0))
     activities.train_step(step_input(0, groups, learningRate=1e-2))
     metrics = activities.train_step(step_input(1, groups, learningRate=1e-9))["metrics"]
-    assert metrics["tokens"] > 0 and metrics["learningRate"] == 1e-9
+    assert metrics["tokens"] > 0
+    assert metrics["learningRate"] == 1e-9
     v1, v2 = load_file(checkpoint(data_dir, 1) / "model.safetensors"), load_file(checkpoint(data_dir, 2) / "model.safetensors")
     assert max((v2[k].float() - v1[k].float()).abs().max().item() for k in v1) < 1e-6
 
@@ -205,7 +216,8 @@ def test_agreement_reads_tokens_of_the_base_version_and_every_version_apart(data
     versions = lambda trajectory, turn, n: [0] * n if trajectory == "a" else [7] * n  # noqa: E731
     groups = sampled_store(data_dir, checkpoint(data_dir, 0), shift=0.1, versions=versions)
     metrics = activities.train_step(step_input(0, groups))["metrics"]
-    assert metrics["logprobComparedVersion"] == 0 and metrics["logprobTokensCompared"] == 5
+    assert metrics["logprobComparedVersion"] == 0
+    assert metrics["logprobTokensCompared"] == 5
     assert metrics["logprobDiffMean"] == pytest.approx(0.1, abs=1e-5)
     assert metrics["logprobDiffMax"] == pytest.approx(0.1, abs=1e-5)
     # d = trainer - behaviour = 0.1: k3 = exp(0.1) - 1 - 0.1
@@ -214,7 +226,8 @@ def test_agreement_reads_tokens_of_the_base_version_and_every_version_apart(data
     by_version = metrics["logprobMismatchByVersion"]
     assert [(row["version"], row["tokens"]) for row in by_version] == [(0, 5), (7, 4)]
     for row in by_version:
-        assert row["diffMean"] == pytest.approx(0.1, abs=1e-5) and row["diffMax"] == pytest.approx(0.1, abs=1e-5)
+        assert row["diffMean"] == pytest.approx(0.1, abs=1e-5)
+        assert row["diffMax"] == pytest.approx(0.1, abs=1e-5)
         assert row["mismatchKl"] == pytest.approx(math.exp(0.1) - 1.1, rel=1e-3)
 
 
@@ -225,14 +238,17 @@ def test_agreement_is_reported_on_a_step_whose_tokens_an_older_version_sampled(d
     activities.train_step(step_input(0, groups, learningRate=1e-2))
     # Step 1 trains v1 on tokens v0 sampled: none of the base version, all of them compared as v0's.
     metrics = activities.train_step(step_input(1, groups, learningRate=1e-2))["metrics"]
-    assert metrics["logprobComparedVersion"] == 1 and metrics["logprobTokensCompared"] == 0 and metrics["logprobDiffMax"] == 0
+    assert metrics["logprobComparedVersion"] == 1
+    assert metrics["logprobTokensCompared"] == 0
+    assert metrics["logprobDiffMax"] == 0
     [row] = metrics["logprobMismatchByVersion"]
-    assert row["version"] == 0 and row["tokens"] == 9
+    assert row["version"] == 0
+    assert row["tokens"] == 9
     # What v1 moved from v0, measured: v1's logprobs of the tokens against v0's.
     v1 = AutoModelForCausalLM.from_pretrained(checkpoint(data_dir, 1))
     v0 = AutoModelForCausalLM.from_pretrained(checkpoint(data_dir, 0))
     good = [5, 6, 7, 8, 9, 10]
-    moved = max(abs(a - b) for a, b in zip(full_logprobs(v1, good)[2:], full_logprobs(v0, good)[2:]))
+    moved = max(abs(a - b) for a, b in zip(full_logprobs(v1, good)[2:], full_logprobs(v0, good)[2:], strict=True))
     assert 1e-4 < moved <= row["diffMax"] + 1e-5
 
 
@@ -252,9 +268,11 @@ def test_tis_weighs_the_loss_by_the_capped_behaviour_ratio(data_dir, model_dir):
     uncapped, uncapped_dir = loss_with({"tis": {"cap": 2.0}}, data_dir / "uncapped")
     capped, _ = loss_with({"tis": {"cap": 1.05}}, data_dir / "capped")
     assert "tisWeightMean" not in plain
-    assert uncapped["tisWeightMean"] == pytest.approx(math.exp(0.1), abs=1e-4) and uncapped["tisCappedFraction"] == 0
+    assert uncapped["tisWeightMean"] == pytest.approx(math.exp(0.1), abs=1e-4)
+    assert uncapped["tisCappedFraction"] == 0
     assert uncapped["loss"] == pytest.approx(-math.exp(0.1) / 9, abs=1e-4)
-    assert capped["tisWeightMean"] == pytest.approx(1.05, abs=1e-6) and capped["tisCappedFraction"] == 1
+    assert capped["tisWeightMean"] == pytest.approx(1.05, abs=1e-6)
+    assert capped["tisCappedFraction"] == 1
     assert capped["loss"] == pytest.approx(-1.05 / 9, abs=1e-4)
     # Below the cap, the weight and the ratio to the sampler are the same correction: the same update.
     assert plain["loss"] == pytest.approx(uncapped["loss"], abs=1e-5)
@@ -267,7 +285,8 @@ def test_agreement_is_measured_before_the_update_with_several_minibatches(data_d
     activities.prepare_policy(prepare_input())
     groups = sampled_store(data_dir, checkpoint(data_dir, 0))
     metrics = activities.train_step(step_input(0, groups, optimizerStepsPerBatch=2, learningRate=5e-2))["metrics"]
-    assert metrics["logprobTokensCompared"] == 9 and metrics["logprobDiffMax"] < 1e-5
+    assert metrics["logprobTokensCompared"] == 9
+    assert metrics["logprobDiffMax"] < 1e-5
     # The second minibatch trained on moved weights: its ratios are off 1 (that is measured too).
     assert metrics["approxKl"] > 1e-6
 
@@ -296,11 +315,18 @@ def test_a_step_with_every_group_skipped_publishes_the_same_weights(data_dir, mo
     solved = [group_json("g0", ["a", "b"], [1.0, 1.0], [True, True])]
     output = activities.train_step(step_input(0, solved, groupFilter="mixed-outcomes"))
     metrics = output["metrics"]
-    assert output["version"] == 1 and metrics["groupsSkipped"] == 1 and metrics["tokens"] == 0 and metrics["loss"] == 0
-    assert metrics["logprobTokensCompared"] == 0 and metrics["logprobDiffMax"] == 0 and metrics["logprobMismatchByVersion"] == []
-    assert "trajectoryTime" not in metrics and metrics["trajectories"] == 2
+    assert output["version"] == 1
+    assert metrics["groupsSkipped"] == 1
+    assert metrics["tokens"] == 0
+    assert metrics["loss"] == 0
+    assert metrics["logprobTokensCompared"] == 0
+    assert metrics["logprobDiffMax"] == 0
+    assert metrics["logprobMismatchByVersion"] == []
+    assert "trajectoryTime" not in metrics
+    assert metrics["trajectories"] == 2
     before, after = load_file(checkpoint(data_dir, 0) / "model.safetensors"), load_file(checkpoint(data_dir, 1) / "model.safetensors")
-    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
 
 
 def test_a_batch_without_an_advantage_takes_no_optimizer_step(data_dir, model_dir):
@@ -311,7 +337,9 @@ def test_a_batch_without_an_advantage_takes_no_optimizer_step(data_dir, model_di
     # Every episode solved: AdamW's momentum from step 0 would still move the weights.
     solved = [group_json("g0", ["a", "b"], [1.0, 1.0], [True, True])]
     metrics = activities.train_step(step_input(1, solved, learningRate=1e-2))["metrics"]
-    assert metrics["tokens"] == 0 and metrics["loss"] == 0 and metrics["groupsSkipped"] == 0
+    assert metrics["tokens"] == 0
+    assert metrics["loss"] == 0
+    assert metrics["groupsSkipped"] == 0
     # Its tokens are still compared with the sampler's (v0's, from v1).
     assert [(row["version"], row["tokens"]) for row in metrics["logprobMismatchByVersion"]] == [(0, 9)]
     before, after = load_file(checkpoint(data_dir, 1) / "model.safetensors"), load_file(checkpoint(data_dir, 2) / "model.safetensors")
@@ -337,7 +365,8 @@ def test_a_worker_of_another_build_refuses_retryably(data_dir, model_dir):
     other = {**step_input(0, []), "compatibility": {**COMPATIBILITY, "code": "build-2"}}
     with pytest.raises(ApplicationError) as refused:
         activities.train_step(other)
-    assert refused.value.type == "WorkerMismatch" and not refused.value.non_retryable
+    assert refused.value.type == "WorkerMismatch"
+    assert not refused.value.non_retryable
     assert "refuses run run-1: code differs (run build-2, worker build-1)" in refused.value.message
 
 
@@ -345,10 +374,12 @@ def test_format_warmup_and_malformed_inputs_are_refused_for_good(data_dir, model
     activities = activities_for(data_dir, model_dir)
     with pytest.raises(ApplicationError) as warmup:
         activities.prepare_policy(prepare_input(formatWarmupSteps=3))
-    assert warmup.value.type == "InvalidConfig" and warmup.value.non_retryable
+    assert warmup.value.type == "InvalidConfig"
+    assert warmup.value.non_retryable
     bad = step_input(0, [])
     bad["trainer"]["loss"]["epsilon"] = 1.5
     with pytest.raises(ApplicationError) as malformed:
         activities.train_step(bad)
-    assert malformed.value.type == "InvalidConfig" and "trainer.loss.epsilon" in malformed.value.message
+    assert malformed.value.type == "InvalidConfig"
+    assert "trainer.loss.epsilon" in malformed.value.message
     assert not checkpoint(data_dir, 0).exists()

@@ -34,7 +34,8 @@ def test_fractions_are_busy_time_over_the_time_between_each_workers_snapshots(tm
 def test_no_env_worker_reports_nothing(tmp_path):
     clock = UtilizationClock(tmp_path)
     result = clock.interval_end(clock.interval_start(0), 0, 1_000)
-    assert result.engine_busy_fraction is None and result.env_busy_fraction is None
+    assert result.engine_busy_fraction is None
+    assert result.env_busy_fraction is None
 
 
 def test_a_step_shorter_than_the_snapshot_window_is_not_read_over_100_percent(tmp_path):

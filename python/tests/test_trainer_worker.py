@@ -28,10 +28,10 @@ import pytest
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from test_trainer_support import COMPATIBILITY, TEMPERATURE, settings_json, tiny_model_dir, trainer_config
 
+from test_trainer_support import COMPATIBILITY, TEMPERATURE, settings_json, tiny_model_dir, trainer_config
 from trajflow_py.trainer.heartbeat import heartbeating
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,10 +53,10 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", random.randrange(10000, max(end, 11000))))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            return int(s.getsockname()[1])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 async def connect(address: str, timeout_s: float = 30) -> Client:
@@ -105,6 +105,7 @@ class WorkerProcess:
         self.reader.start()
 
     def _read(self) -> None:
+        assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
 
@@ -185,8 +186,12 @@ def test_serves_prepare_policy_refuses_mismatches_and_stops_on_sigterm(temporal_
         mismatched = {**prepare, "compatibility": {**COMPATIBILITY, "model": "other"}}
         with pytest.raises(WorkflowFailureError) as failed:
             asyncio.run(call_activity(temporal_address, queue_name, "preparePolicy", mismatched))
-        cause = failed.value.cause.cause
-        assert isinstance(cause, ApplicationError) and cause.type == "WorkerMismatch" and not cause.non_retryable
+        activity_error = failed.value.cause
+        assert isinstance(activity_error, ActivityError)
+        cause = activity_error.cause
+        assert isinstance(cause, ApplicationError)
+        assert cause.type == "WorkerMismatch"
+        assert not cause.non_retryable
         assert "model differs (run other, worker m-hash)" in cause.message
     finally:
         worker.process.send_signal(signal.SIGTERM)

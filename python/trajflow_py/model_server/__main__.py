@@ -44,9 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--max-batch", type=int, default=16, help="most requests decoded together")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument(
-        "--weight-version", default="0", help="reported as meta_info.weight_version until an update sets another"
-    )
+    parser.add_argument("--weight-version", default="0", help="reported as meta_info.weight_version until an update sets another")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = one per CPU core)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
@@ -74,9 +72,7 @@ def _watch_parent(pid: int, stop: threading.Event) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
     stop = threading.Event()
@@ -103,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     app.ready = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
 
-    host, port = server.server_address[:2]
+    host, port = server.socket.getsockname()[:2]
     print(f"model server listening on http://{host}:{port}", flush=True)
     if stop.is_set():
         log.info("stop requested during startup")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
 @dataclass
@@ -33,11 +34,18 @@ class CacheState:
 
     @property
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [(layer.keys, layer.values) for layer in self.cache.layers]
+        return [_keys_and_values(layer, i) for i, layer in enumerate(self.cache.layers)]
 
     @staticmethod
-    def from_tensors(layers: list[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor) -> "CacheState":
+    def from_tensors(layers: list[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor) -> CacheState:
         return CacheState(DynamicCache(ddp_cache_data=layers), mask)
+
+
+def _keys_and_values(layer: object, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A filled attention layer's keys and values; the batch knows no other kind (linear attention keeps no KV tensors)."""
+    if not isinstance(layer, DynamicLayer) or layer.keys is None or layer.values is None:
+        raise TypeError(f"cache layer {index} is a {type(layer).__name__} without keys and values: the model server batches attention KV caches only")
+    return layer.keys, layer.values
 
 
 def _left_pad(tensor: torch.Tensor, columns: int, dim: int) -> torch.Tensor:
@@ -57,7 +65,7 @@ def merge(a: CacheState, b: CacheState) -> CacheState:
             torch.cat([_left_pad(ka, pad_a, 2), _left_pad(kb, pad_b, 2)], dim=0),
             torch.cat([_left_pad(va, pad_a, 2), _left_pad(vb, pad_b, 2)], dim=0),
         )
-        for (ka, va), (kb, vb) in zip(a.layers, b.layers)
+        for (ka, va), (kb, vb) in zip(a.layers, b.layers, strict=True)
     ]
     mask = torch.cat([_left_pad(a.mask, pad_a, 1), _left_pad(b.mask, pad_b, 1)], dim=0)
     return CacheState.from_tensors(layers, mask)
@@ -69,9 +77,7 @@ def select_rows(state: CacheState, rows: list[int]) -> CacheState:
     mask = state.mask.index_select(0, index)
     real_columns = mask.any(dim=0).nonzero()
     start = int(real_columns[0]) if len(real_columns) else mask.shape[1]
-    layers = [
-        (k.index_select(0, index)[:, :, start:], v.index_select(0, index)[:, :, start:]) for k, v in state.layers
-    ]
+    layers = [(k.index_select(0, index)[:, :, start:], v.index_select(0, index)[:, :, start:]) for k, v in state.layers]
     return CacheState.from_tensors(layers, mask[:, start:].contiguous())
 
 
@@ -107,4 +113,5 @@ def decode_step(model: torch.nn.Module, state: CacheState, tokens: list[int], po
         past_key_values=state.cache,
         use_cache=True,
     )
-    return out.logits[:, -1, :].float()
+    logits: torch.Tensor = out.logits
+    return logits[:, -1, :].float()

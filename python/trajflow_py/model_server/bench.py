@@ -24,10 +24,8 @@ def measure(client: Client, batch: int, tokens: int) -> float:
     """Completion tokens per second with `batch` concurrent requests of `tokens` tokens each."""
 
     def one(seed: int) -> int:
-        out = client.generate(
-            PROMPT, max_new_tokens=tokens, temperature=1.0, top_p=1.0, sampling_seed=seed, ignore_eos=True
-        )
-        return out["meta_info"]["completion_tokens"]
+        out = client.generate(PROMPT, max_new_tokens=tokens, temperature=1.0, top_p=1.0, sampling_seed=seed, ignore_eos=True)
+        return int(out["meta_info"]["completion_tokens"])
 
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=batch) as pool:

@@ -14,10 +14,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any
 
 LISTENING = "model server listening on "
 _PYTHON_ROOT = Path(__file__).resolve().parents[2]
@@ -51,9 +52,7 @@ class Client:
     def post(self, path: str, body: Any = None) -> Response:
         return self.request("POST", path, body if body is not None else {})
 
-    def generate(
-        self, input_ids: list[int], return_logprob: bool = True, rid: str | None = None, **sampling: Any
-    ) -> dict[str, Any]:
+    def generate(self, input_ids: list[int], return_logprob: bool = True, rid: str | None = None, **sampling: Any) -> dict[str, Any]:
         """POST /generate; raises unless it answers 200."""
         body: dict[str, Any] = {"input_ids": input_ids, "sampling_params": sampling, "return_logprob": return_logprob}
         if rid is not None:
@@ -61,6 +60,8 @@ class Client:
         response = self.post("/generate", body)
         if response.status != 200:
             raise RuntimeError(f"/generate answered {response.status}: {response.body}")
+        if not isinstance(response.body, dict):
+            raise RuntimeError(f"/generate answered 200 with {type(response.body).__name__}, not a JSON object: {response.body!r}")
         return response.body
 
 
@@ -73,7 +74,7 @@ def _decode(payload: bytes, content_type: str | None) -> Any:
 @dataclass
 class ServerProcess:
     url: str
-    process: subprocess.Popen
+    process: subprocess.Popen[str]
     log_path: Path
 
     @property
@@ -85,43 +86,46 @@ class ServerProcess:
 
 
 @contextmanager
-def running_server(
-    model_dir: str | Path, *args: str, env: dict[str, str] | None = None, startup_timeout_s: float = 180.0
-) -> Iterator[ServerProcess]:
+def running_server(model_dir: str | Path, *args: str, env: dict[str, str] | None = None, startup_timeout_s: float = 180.0) -> Iterator[ServerProcess]:
     """Starts `python -m trajflow_py.model_server --model DIR --port 0 ARGS...`; stops it on exit."""
-    log_file = tempfile.NamedTemporaryFile(prefix="model_server_", suffix=".log", delete=False)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trajflow_py.model_server", "--model", str(model_dir), "--port", "0", *args],
-        cwd=_PYTHON_ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        text=True,
-    )
-    server = ServerProcess(url="", process=process, log_path=Path(log_file.name))
-    try:
-        server.url = _await_listening(process, startup_timeout_s, server)
-        # Keep draining stdout so the pipe can never fill and block the server.
-        threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # type: ignore[union-attr]
-        yield server
-    finally:
-        process.terminate()
+    # Deleted on close; the server writes to its open descriptor and log_tail reads it by name meanwhile.
+    with tempfile.NamedTemporaryFile(prefix="model_server_", suffix=".log") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trajflow_py.model_server", "--model", str(model_dir), "--port", "0", *args],
+            cwd=_PYTHON_ROOT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+        )
+        server = ServerProcess(url="", process=process, log_path=Path(log_file.name))
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log_file.close()
-        Path(log_file.name).unlink(missing_ok=True)
+            stdout = _stdout_of(process)
+            server.url = _await_listening(process, stdout, startup_timeout_s, server)
+            # Keep draining stdout so the pipe can never fill and block the server.
+            threading.Thread(target=lambda: [None for _ in stdout], daemon=True).start()
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
-def _await_listening(process: subprocess.Popen, timeout_s: float, server: ServerProcess) -> str:
+def _stdout_of(process: subprocess.Popen[str]) -> IO[str]:
+    if process.stdout is None:
+        raise RuntimeError("the model server was started without a stdout pipe")
+    return process.stdout
+
+
+def _await_listening(process: subprocess.Popen[str], stdout: IO[str], timeout_s: float, server: ServerProcess) -> str:
     deadline = time.monotonic() + timeout_s
-    assert process.stdout is not None
     found: list[str] = []
 
     def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
+        for line in stdout:
             if LISTENING in line:
                 found.append(line.split(LISTENING, 1)[1].strip())
                 return

@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 PREFILL_TOKEN_BUDGET = 16384
 
 
-
 #: The label of weights a failed update left half copied (no trajflow version).
 INCONSISTENT_LABEL = "trajflow-inconsistent"
 
@@ -184,9 +183,7 @@ class Engine:
             self._paused = False
             self._cond.notify_all()
 
-    def update_weights(
-        self, weights: dict[str, torch.Tensor], version: str | None, model_path: str, abort_all: bool
-    ) -> tuple[bool, str]:
+    def update_weights(self, weights: dict[str, torch.Tensor], version: str | None, model_path: str, abort_all: bool) -> tuple[bool, str]:
         """Swaps in `weights` once no request is in flight; blocks until applied or refused."""
         with self._update_lock:
             update = _WeightUpdate(weights, version, model_path)
@@ -251,8 +248,7 @@ class Engine:
                 self._resolve_update(
                     update,
                     False,
-                    f"generation is paused with {len(self._rows)} requests in flight; "
-                    "call /continue_generation first or pass abort_all_requests",
+                    f"generation is paused with {len(self._rows)} requests in flight; call /continue_generation first or pass abort_all_requests",
                 )
                 continue
             if update is not None and not self._rows:
@@ -348,7 +344,7 @@ class Engine:
         """Samples each sequence's next token; finishes the ones that are done; returns the others' indices."""
         tokens, logprobs = sample_tokens(logits, [s.row for s in seqs], [draw_uniform(s.generator) for s in seqs])
         still_running = []
-        for i, (seq, token, logprob) in enumerate(zip(seqs, tokens, logprobs)):
+        for i, (seq, token, logprob) in enumerate(zip(seqs, tokens, logprobs, strict=True)):
             seq.output_ids.append(token)
             seq.output_logprobs.append(logprob)
             reason = self._finish_reason(seq, token)

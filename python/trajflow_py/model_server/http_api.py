@@ -16,12 +16,14 @@ import select
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import torch
+from transformers import PreTrainedModel
 
 from .engine import DuplicateRequest, Engine, Sequence
 from .protocol import BadRequest, parse_abort, parse_generate, parse_pause_mode, parse_weight_update
@@ -43,12 +45,15 @@ class Reply:
 class ModelServer:
     """Route handlers over an engine; independent of sockets except for the disconnect probe."""
 
-    def __init__(self, engine: Engine, tokenizer: Any, model: torch.nn.Module, tokenizer_path: str):
+    def __init__(self, engine: Engine, tokenizer: Any, model: PreTrainedModel, tokenizer_path: str):
         self.engine = engine
         self.tokenizer = tokenizer
         self.model = model
         self.tokenizer_path = tokenizer_path
-        self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
+        embeddings = model.get_input_embeddings()
+        if not isinstance(embeddings, torch.nn.Embedding):
+            raise TypeError(f"the model's input embeddings are a {type(embeddings).__name__}, not an Embedding: cannot tell its vocabulary size")
+        self.vocab_size = embeddings.num_embeddings
         self.config = model.config
         self.ready = False
 
@@ -83,16 +88,11 @@ class ModelServer:
 
     def generate(self, body: Any, client_gone: Callable[[], bool] | None = None) -> Reply:
         request = parse_generate(body, self.vocab_size)
-        if request.input_ids is not None:
-            prompt = request.input_ids
-        else:
-            prompt = list(self.tokenizer(request.text, add_special_tokens=True)["input_ids"])
+        prompt = request.input_ids if request.input_ids is not None else list(self.tokenizer(request.text, add_special_tokens=True)["input_ids"])
         max_context = int(getattr(self.config, "max_position_embeddings", 1 << 30))
         if len(prompt) >= max_context:
             field = "input_ids" if request.input_ids is not None else "text"
-            raise BadRequest(
-                f"{field}: {len(prompt)} prompt tokens leave no room in the model's context of {max_context}"
-            )
+            raise BadRequest(f"{field}: {len(prompt)} prompt tokens leave no room in the model's context of {max_context}")
         rid = request.rid or uuid.uuid4().hex
         try:
             seq = self.engine.submit(rid, prompt, request.sampling)
@@ -122,9 +122,7 @@ class ModelServer:
             "e2e_latency": (seq.finished_at or time.monotonic()) - seq.created_at,
         }
         if return_logprob:
-            meta_info["output_token_logprobs"] = [
-                [logprob, token, None] for logprob, token in zip(seq.output_logprobs, seq.output_ids)
-            ]
+            meta_info["output_token_logprobs"] = [[logprob, token, None] for logprob, token in zip(seq.output_logprobs, seq.output_ids, strict=True)]
         text = self.tokenizer.decode(output_ids, skip_special_tokens=seq.sampling.skip_special_tokens)
         return {"text": text, "output_ids": output_ids, "meta_info": meta_info}
 
@@ -136,9 +134,7 @@ class ModelServer:
         except WeightLoadError as error:
             success, message = False, f"Failed to update weights: {error}. The old weights are kept."
         else:
-            success, message = self.engine.update_weights(
-                weights, request.weight_version, request.model_path, request.abort_all_requests
-            )
+            success, message = self.engine.update_weights(weights, request.weight_version, request.model_path, request.abort_all_requests)
         status = HTTPStatus.OK if success else HTTPStatus.BAD_REQUEST
         return Reply(status, {"success": success, "message": message, "num_paused_requests": 0})
 
@@ -189,7 +185,7 @@ def _error(status: HTTPStatus, message: str) -> tuple[int, str, bytes]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def do_GET(self) -> None:
         self._dispatch("GET")

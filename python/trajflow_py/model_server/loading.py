@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from . import batch as kv
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def load_model(model_dir: str, dtype: str) -> tuple[torch.nn.Module, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def load_model(model_dir: str, dtype: str) -> tuple[PreTrainedModel, Any]:
     # sdpa: the fast attention path on CPU; checked to give finite values on left-padded rows.
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=DTYPES[dtype], attn_implementation="sdpa")
     model.eval()

@@ -31,7 +31,7 @@ class RowSampling:
     top_k: int
 
     @staticmethod
-    def from_request(temperature: float, top_p: float, top_k: int) -> "RowSampling":
+    def from_request(temperature: float, top_p: float, top_k: int) -> RowSampling:
         """Maps request parameters (top_k -1 = disabled) to the effective ones, as SGLang does."""
         if temperature < GREEDY_TEMPERATURE_EPS:
             return RowSampling(temperature=1.0, top_p=1.0, top_k=1)
@@ -48,9 +48,7 @@ def draw_uniform(generator: torch.Generator) -> float:
 TOP_CANDIDATES = 512
 
 
-def sample_tokens(
-    logits: torch.Tensor, rows: list[RowSampling], uniforms: list[float]
-) -> tuple[list[int], list[float]]:
+def sample_tokens(logits: torch.Tensor, rows: list[RowSampling], uniforms: list[float]) -> tuple[list[int], list[float]]:
     """
     Samples one token per row of `logits` [batch, vocab] by inverse CDF on the row's top-k / top-p
     truncated distribution, using `uniforms[i]` in [0, 1) for row i.

@@ -47,9 +47,7 @@ def read_weights(model_dir: str, model: torch.nn.Module) -> dict[str, torch.Tens
     for name, tensor in loaded.items():
         expected = aliases[name].shape
         if tensor.shape != expected:
-            raise WeightLoadError(
-                f"{name} has shape {list(tensor.shape)} in {model_dir}, the running model {list(expected)}"
-            )
+            raise WeightLoadError(f"{name} has shape {list(tensor.shape)} in {model_dir}, the running model {list(expected)}")
         if not tensor.dtype.is_floating_point:
             raise WeightLoadError(f"{name} is {tensor.dtype} in {model_dir}, not a floating-point tensor")
     return {name: loaded[name] for name in required}

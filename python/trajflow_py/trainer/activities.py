@@ -141,7 +141,7 @@ class TrainerActivities:
         run_id, step, base = input.run_id, input.step, input.base_version
         run = RunLayout(self._data_dir, run_id)
         result_file = run.train_step_file(step)
-        done = read_json(result_file)
+        done: dict | None = read_json(result_file)
         if done is not None:
             self._logger.info("train step already done by an earlier attempt; returning it", runId=run_id, step=step)
             return done

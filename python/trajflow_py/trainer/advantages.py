@@ -73,6 +73,6 @@ def turn_advantages(episodes: Sequence[EpisodeTurns], estimator: str, discount: 
             visits.setdefault(state, []).append((e, t, ret))
     advantages = [[0.0 for _ in episode.states] for episode in episodes]
     for group in visits.values():
-        for (e, t, _), advantage in zip(group, compute_advantages([ret for _, _, ret in group], estimator)):
+        for (e, t, _), advantage in zip(group, compute_advantages([ret for _, _, ret in group], estimator), strict=True):
             advantages[e][t] = advantage
     return advantages

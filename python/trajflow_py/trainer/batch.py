@@ -62,7 +62,7 @@ def weighted_turn_credit(
     credit = trainer.turn_credit
     if credit is None or credit.weight == 0:
         return None
-    if any(count != len(record) for count, record in zip(sequence_counts, turns)):
+    if any(count != len(record) for count, record in zip(sequence_counts, turns, strict=True)):
         raise invalid_config("trainer.turnCredit needs agent.history: none (one training sequence per turn)")
     episodes = [
         EpisodeTurns(
@@ -71,7 +71,7 @@ def weighted_turn_credit(
             outcome_reward=summary.env_return,
             turn_penalties=summary.turn_penalties or (),
         )
-        for record, reward, summary in zip(turns, rewards, summaries)
+        for record, reward, summary in zip(turns, rewards, summaries, strict=True)
     ]
     return [[credit.weight * a for a in row] for row in turn_advantages(episodes, trainer.advantage, credit.discount)]
 

@@ -53,6 +53,8 @@ class DiskFullError(ApplicationError):
     """The filesystem a write went to is full: the write was undone. Retryable: space may be freed."""
 
     def __init__(self, file: Path, cause: OSError) -> None:
+        free: int | None
+        total: int | None
         try:
             stats = os.statvfs(_nearest_existing(file.parent))
             free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
@@ -281,7 +283,7 @@ def _fsync_tree(folder: Path) -> None:
         fsync_dir(Path(root))
 
 
-def publish_directory(final: Path, fill: Callable[[Path], None]) -> None:
+def publish_directory(final: Path, fill: Callable[[Path], object]) -> None:
     """
     Publishes a directory atomically: `fill` writes it as `.<name>.partial` beside `final` (a
     leftover of a crashed attempt is removed first), a manifest of its files' sizes and hashes is

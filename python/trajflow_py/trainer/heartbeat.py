@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from temporalio import activity
 
@@ -30,10 +30,9 @@ def heartbeating(interval_s: float = HEARTBEAT_INTERVAL_S) -> Iterator[None]:
 
     def beat() -> None:
         while True:
-            try:
+            # One lost heartbeat (a busy event loop) is no reason to stop beating.
+            with suppress(Exception):
                 context.run(activity.heartbeat)
-            except Exception:  # noqa: BLE001 - one lost heartbeat (a busy event loop) is no reason to stop beating
-                pass
             if stop.wait(interval_s):
                 return
 

@@ -32,13 +32,17 @@ def load_model(directory: Path, precision: Precision, device: torch.device) -> P
     # Eval mode while training too: dropout would make two passes over the same tokens disagree,
     # and PPO's ratio compares this policy's logprobs with the sampler's.
     model.eval()
-    return model.to(device)
+    # transformers wraps PreTrainedModel.to with functools.wraps, which mypy reads as an unbound method.
+    model.to(device)  # type: ignore[arg-type]
+    return model
 
 
 def model_limits(model: PreTrainedModel) -> tuple[int, int]:
     """(vocabulary size, longest context) a sequence must fit."""
-    vocab = model.get_input_embeddings().num_embeddings
-    return vocab, int(getattr(model.config, "max_position_embeddings", 1 << 31))
+    embeddings = model.get_input_embeddings()
+    if not isinstance(embeddings, torch.nn.Embedding):
+        raise TypeError(f"the model's input embeddings are a {type(embeddings).__name__}, not an Embedding: cannot tell its vocabulary size")
+    return embeddings.num_embeddings, int(getattr(model.config, "max_position_embeddings", 1 << 31))
 
 
 def target_logprobs(model: PreTrainedModel, ids: list[int], targets: list[int], temperature: float) -> Tensor:

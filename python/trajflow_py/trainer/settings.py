@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from pydantic import Field
-from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
+from temporalio.envconfig import ClientConfigProfile, ClientConfigProfileDict, ClientConfigTLSDict, ClientConnectConfig
 
 from .validation import CamelModel, parse
 
@@ -47,6 +47,21 @@ class TlsSettings(CamelModel):
     client_cert: DataSource | None = None
     client_key: DataSource | None = None
 
+    def profile_dict(self) -> ClientConfigTLSDict:
+        """The TLS part of temporalio's envconfig profile: only the keys that are set."""
+        tls: ClientConfigTLSDict = {}
+        if self.disabled is not None:
+            tls["disabled"] = self.disabled
+        if self.server_name is not None:
+            tls["server_name"] = self.server_name
+        if self.server_ca_cert is not None:
+            tls["server_ca_cert"] = self.server_ca_cert.as_dict()
+        if self.client_cert is not None:
+            tls["client_cert"] = self.client_cert.as_dict()
+        if self.client_key is not None:
+            tls["client_key"] = self.client_key.as_dict()
+        return tls
+
 
 class TemporalSettings(CamelModel):
     address: str = Field(min_length=1)
@@ -57,16 +72,11 @@ class TemporalSettings(CamelModel):
 
     def connect_config(self) -> ClientConnectConfig:
         """`Client.connect` keyword arguments, made by temporalio's own envconfig as its other tools do."""
-        profile: dict = {"address": self.address, "namespace": self.namespace, "grpc_meta": self.grpc_meta}
+        profile: ClientConfigProfileDict = {"address": self.address, "namespace": self.namespace, "grpc_meta": self.grpc_meta}
         if self.api_key is not None:
             profile["api_key"] = self.api_key
         if self.tls is not None:
-            tls: dict = {"disabled": self.tls.disabled, "server_name": self.tls.server_name}
-            for key in ("server_ca_cert", "client_cert", "client_key"):
-                source = getattr(self.tls, key)
-                if source is not None:
-                    tls[key] = source.as_dict()
-            profile["tls"] = {k: v for k, v in tls.items() if v is not None}
+            profile["tls"] = self.tls.profile_dict()
         return ClientConfigProfile.from_dict(profile).to_client_connect_config()
 
 

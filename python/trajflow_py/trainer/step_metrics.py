@@ -50,7 +50,7 @@ def logprob_agreement(samples: Sequence[TrainingSample], before: Sequence[Tensor
       weighs by).
     """
     diffs: dict[int, list[float]] = {}
-    for sample, logprobs in zip(samples, before):
+    for sample, logprobs in zip(samples, before, strict=True):
         if logprobs is None:
             continue
         values = logprobs.tolist()
