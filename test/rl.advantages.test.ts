@@ -8,13 +8,15 @@ const expectClose = (actual: number[], expected: number[]) => {
 
 /** The twins' hand-worked cases (shared with python/tests/test_trainer_advantages.py). */
 const TWINS = ADVANTAGES_FIXTURE as {
-  episode: { why: string; estimator: AdvantageEstimator; rewards: number[]; epsStd?: number; expected: number[] }[];
-  turn: { why: string; estimator: AdvantageEstimator; discount: number; episodes: EpisodeTurns[]; expected: number[][] }[];
+  episode: { why: string; estimator: AdvantageEstimator; rewards: number[]; epsStd?: number; exact?: boolean; expected: number[] }[];
+  turn: { why: string; estimator: AdvantageEstimator; discount: number; episodes: EpisodeTurns[]; exact?: boolean; expected: number[][] }[];
 };
 
 describe('computeAdvantages', () => {
-  it.each(TWINS.episode)('$estimator $rewards: $why', ({ estimator, rewards, epsStd, expected }) => {
-    expectClose(computeAdvantages(rewards, estimator, epsStd === undefined ? {} : { epsStd }), expected);
+  it.each(TWINS.episode)('$estimator $rewards: $why', ({ estimator, rewards, epsStd, exact, expected }) => {
+    const advantages = computeAdvantages(rewards, estimator, epsStd === undefined ? {} : { epsStd });
+    if (exact) expect(advantages).toEqual(expected);
+    else expectClose(advantages, expected);
   });
 
   it('rejects non-finite rewards and unknown estimators', () => {
@@ -24,8 +26,9 @@ describe('computeAdvantages', () => {
 });
 
 describe('turnAdvantages (anchor states)', () => {
-  it.each(TWINS.turn)('$estimator, discount $discount: $why', ({ estimator, discount, episodes, expected }) => {
+  it.each(TWINS.turn)('$estimator, discount $discount: $why', ({ estimator, discount, episodes, exact, expected }) => {
     const advantages = turnAdvantages(episodes, estimator, discount);
+    if (exact) expect(advantages).toEqual(expected);
     expect(advantages.map((row) => row.length)).toEqual(expected.map((row) => row.length));
     advantages.forEach((row, i) => expectClose(row, expected[i]));
   });

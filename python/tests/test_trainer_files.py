@@ -9,6 +9,7 @@ import math
 import subprocess
 
 import pytest
+from twins import load
 
 from trajflow_py.trainer.failures import CORRUPT_STORED_FILE, DISK_FULL
 from trajflow_py.trainer.files import (
@@ -23,10 +24,9 @@ from trajflow_py.trainer.files import (
 )
 from trajflow_py.trainer.layout import RunLayout
 
-#: {"step":1,"loss":0.5,"note":"tür"} as src/store/files.ts seals it (sealRecord), byte for byte.
-SEALED_BY_TYPESCRIPT = (
-    '{"bytes":35,"sha256":"cc0522a5dbd9f4563f73574a4bba5e07cdb2e3931286473d5ce428b10d2d459d","body":{"step":1,"loss":0.5,"note":"tür"}}\n'
-).encode()
+#: A record and its sealed line, byte for byte as src/store/files.ts seals it (test/fixtures/twins/sealed.json).
+SEALED = load("sealed")
+SEALED_BY_TYPESCRIPT = (SEALED["sealed"] + "\n").encode()
 
 
 def test_json_is_sealed_compact_and_never_holds_nan_or_infinity(tmp_path):
@@ -45,7 +45,7 @@ def test_json_is_sealed_compact_and_never_holds_nan_or_infinity(tmp_path):
 
 
 def test_a_record_is_sealed_as_typescript_seals_it_and_each_reads_the_other(tmp_path):
-    record = {"step": 1, "loss": 0.5, "note": "tür"}
+    record = SEALED["record"]
     file = tmp_path / "step.json"
     write_json_atomically(file, record)
     assert file.read_bytes() == SEALED_BY_TYPESCRIPT

@@ -1,43 +1,25 @@
-"""Training sequences from turn records: the cases of test/sequence.test.ts."""
+"""Training sequences on the twins fixture (test/fixtures/twins/sequences.json), which test/sequence.test.ts reads too."""
 
 import pytest
+from twins import load
 
 from trajflow_py.trainer.records import TurnRecord
 from trajflow_py.trainer.sequences import build_training_sequences
 
-
-def turn(index, delta, completion, starts_context=None):
-    return TurnRecord.model_validate(
-        {
-            "trajectoryId": "t",
-            "turn": index,
-            "messages": [],
-            **({"startsContext": starts_context} if starts_context is not None else {}),
-            "promptDeltaIds": delta,
-            "completionIds": completion,
-            "logprobs": [-i / 100 for i in completion],
-            "policyVersions": [index for _ in completion],
-        }
-    )
+TWINS = load("sequences")
 
 
-def test_with_history_one_sequence_each_turn_continuing_the_last():
-    (sequence,) = build_training_sequences([turn(0, [1, 2], [3, 4]), turn(1, [5], [6])])
-    assert sequence.ids == [1, 2, 3, 4, 5, 6]
-    assert sequence.loss_mask == [0, 0, 1, 1, 0, 1]
-    assert sequence.behaviour_logprobs == [0, 0, -0.03, -0.04, 0, -0.06]
-    assert sequence.policy_versions == [-1, -1, 0, 0, -1, 1]
-
-
-def test_without_history_a_sequence_per_fresh_context():
-    sequences = build_training_sequences([turn(0, [1, 2], [3]), turn(1, [1, 5], [6], True), turn(2, [8], [9])])
-    assert [s.ids for s in sequences] == [[1, 2, 3], [1, 5, 6, 8, 9]]
-    assert [s.loss_mask for s in sequences] == [[0, 0, 1], [0, 0, 1, 0, 1]]
-
-
-def test_refuses_turns_with_a_gap():
-    with pytest.raises(ValueError, match="expected turn 1, found turn 2"):
-        build_training_sequences([turn(0, [1], [2]), turn(2, [3], [4])])
+@pytest.mark.parametrize("case", TWINS["cases"], ids=lambda case: case["why"][:60])
+def test_the_twins_cases(case):
+    turns = [TurnRecord.model_validate(turn) for turn in case["turns"]]
+    if "error" in case:
+        with pytest.raises(ValueError, match=case["error"]):
+            build_training_sequences(turns)
+        return
+    sequences = build_training_sequences(turns)
+    assert [{"ids": s.ids, "lossMask": s.loss_mask, "behaviourLogprobs": s.behaviour_logprobs, "policyVersions": s.policy_versions} for s in sequences] == case[
+        "expected"
+    ]
 
 
 def test_a_turn_must_hold_one_logprob_and_version_per_completion_token():
