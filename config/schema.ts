@@ -13,7 +13,9 @@ const positiveInt = z.number().int().positive();
  * src/temporal/connection.ts. Set here, they override the environment.
  */
 export const TemporalConfigSchema = z.strictObject({
+  /** The frontend's host:port (e.g. `127.0.0.1:7233`). */
   address: z.string().min(1).optional(),
+  /** The Temporal namespace every run's workflows live in. */
   namespace: z.string().min(1).optional(),
   /** A profile of Temporal's client config file to use instead of TEMPORAL_PROFILE (else `default`). */
   profile: z.string().min(1).optional(),
@@ -26,13 +28,19 @@ export const TemporalConfigSchema = z.strictObject({
 
 export const ModelConfigSchema = z
   .strictObject({
+    /** Embedded model: width of the residual stream. */
     dModel: positiveInt.default(64),
+    /** Embedded model: transformer blocks. */
     nLayers: positiveInt.default(2),
+    /** Embedded model: attention heads (dModel must divide by it). */
     nHeads: positiveInt.default(4),
+    /** Embedded model: width of each block's feed-forward layer. */
     dFF: positiveInt.default(256),
+    /** Most tokens of one context, prompt and completions together: a turn whose prompt reaches it ends the episode (`context full`), and a completion is cut to fit. For a real model, at most what its server was started with. */
     maxContext: positiveInt.max(8192).default(1024),
     /** Weights come from this seed unless a checkpoint file is named. */
     seed: z.number().int().nonnegative().default(0),
+    /** Embedded model: start from this checkpoint file (as the trainer publishes them) instead of seeded weights. */
     checkpoint: z.string().optional(),
     /**
      * A Hugging Face model directory (config.json, safetensors weights, tokenizer.json and its chat
@@ -90,8 +98,11 @@ export const InferenceConfigSchema = z.strictObject({
 });
 
 export const SamplingConfigSchema = z.strictObject({
+  /** Most tokens one model call samples (fewer where the context would overflow). */
   maxTokens: positiveInt.default(16),
+  /** Softmax temperature of sampling; logprobs are recorded, and recomputed by the trainer, at this temperature. */
   temperature: z.number().positive().default(1),
+  /** Nucleus sampling mass. A training run refuses < 1: the trainer scores tokens under the whole distribution at the temperature, not the renormalised nucleus they were drawn from. */
   topP: z.number().gt(0).lte(1).default(1),
 });
 
@@ -100,6 +111,7 @@ export const SamplingConfigSchema = z.strictObject({
  * validated by its definition when the config is loaded (see src/plugins/registry.ts).
  */
 export const EnvConfigSchema = z.looseObject({
+  /** The registered environment (`frozenlake`, `arithmetic`, `bash`, `gymnasium`, or one a module registers). */
   name: z.string().min(1),
   /** Longest one turn of the environment (agent + environment step, tool calls included) may take. */
   turnTimeoutS: z.number().positive().default(60),
@@ -123,6 +135,7 @@ export const EnvConfigSchema = z.looseObject({
 
 /** The agent, by registered name; its other fields are the agent's own options. */
 export const AgentConfigSchema = z.looseObject({
+  /** The registered agent (`frozenlake`, `model`, `tool`, or one a module registers). */
   name: z.string().min(1).default('frozenlake'),
   /** Model calls per trajectory; an unparseable answer uses a turn too. */
   maxTurns: positiveInt.default(12),
@@ -191,7 +204,9 @@ export const LossConfigSchema = z.strictObject({
   epsilonHigh: z.number().gt(0).default(0.28),
   /** KL-to-reference coefficient; 0 turns the reference policy off. */
   beta: z.number().nonnegative().default(0),
+  /** Estimator of KL(policy || reference) for the penalty: k1 = -d (unbiased, noisy, can be negative), k3 = e^d - d - 1 (non-negative), d = log pi_ref - log pi. */
   kl: z.enum(['k1', 'k3']).default('k3'),
+  /** `token-mean`: every trained token of the batch weighs the same. `sequence-mean-token-mean`: each sequence's token mean, then their mean, so every sequence weighs the same. */
   aggregation: z.enum(['token-mean', 'sequence-mean-token-mean']).default('token-mean'),
   /**
    * Truncated importance sampling on the behaviour ratio (off unless set), in both trainers. Each
@@ -203,7 +218,12 @@ export const LossConfigSchema = z.strictObject({
    * from the trainer's. Without it the ratio is taken against pi_behaviour directly. The cap bounds
    * what a token the sampler drew far more rarely than the trainer would can weigh.
    */
-  tis: z.strictObject({ cap: z.number().gte(1).default(2) }).optional(),
+  tis: z
+    .strictObject({
+      /** The most one token's behaviour weight may be (at least 1). */
+      cap: z.number().gte(1).default(2),
+    })
+    .optional(),
   /**
    * c in loss -= c x the policy's entropy at each trained token (its whole next-token
    * distribution there, at the sampling temperature); 0 turns it off. Keeps a policy from becoming
@@ -230,6 +250,7 @@ export const LossConfigSchema = z.strictObject({
    */
   coverage: z
     .strictObject({
+      /** c in loss += c x the coverage at the tokens it is paid on. */
       weight: z.number().positive(),
       /**
        * Pull only on the tokens the policy gives less than `floor` x the reference's probability,
@@ -277,7 +298,9 @@ export const TurnCreditConfigSchema = z.strictObject({
    */
   allMoves: z
     .strictObject({
+      /** The term's weight beside the policy-gradient loss. */
       weight: z.number().gt(0),
+      /** tau in the target shares softmax(-penalty / tau): lower puts more of each state's share on its cheapest moves. */
       temperature: z.number().gt(0).default(0.05),
       /**
        * Whether the term also trains the turns of the groups `groupFilter` keeps out of the policy
@@ -301,12 +324,16 @@ export function usesTurnCredit({ turnCredit }: { turnCredit?: z.infer<typeof Tur
  * `constant`, or a `linear` or `cosine` decay that reaches minRatio x learningRate at the last step.
  */
 export const LearningRateScheduleSchema = z.strictObject({
+  /** Train steps of the linear warm-up; 0: none. */
   warmupSteps: z.number().int().nonnegative().default(0),
+  /** The course after the warm-up. */
   decay: z.enum(['constant', 'linear', 'cosine']).default('constant'),
+  /** The learning rate at the last step, as a share of learningRate (`linear` and `cosine`). */
   minRatio: z.number().min(0).max(1).default(0),
 });
 
 export const TrainerConfigSchema = z.strictObject({
+  /** How a group's rewards become each trajectory's advantage: `grpo` (r - mean) / (std + eps), `rloo` r minus the mean of the others, `drgrpo` r - mean. */
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
   turnCredit: TurnCreditConfigSchema.optional(),
   loss: LossConfigSchema.prefault({}),
@@ -331,9 +358,11 @@ export const TrainerConfigSchema = z.strictObject({
    * task would otherwise sample forever). Default: 4 x batchGroups.
    */
   maxGroupsPerStep: positiveInt.optional(),
+  /** Adam's (the Python trainer: AdamW's) step size, before the schedule. */
   learningRate: z.number().positive().default(1e-3),
   /** The learning rate's course over the run (default: constant). */
   learningRateSchedule: LearningRateScheduleSchema.prefault({}),
+  /** Gradients are rescaled so that their global L2 norm is at most this. */
   maxGradNorm: z.number().positive().default(1),
   /**
    * Adam's epsilon. Larger values damp the updates of parameters whose gradients are tiny (those
@@ -401,6 +430,7 @@ export const EvalConfigSchema = z.strictObject({
  * merges them into one Perfetto (Chrome trace-event) file.
  */
 export const TraceConfigSchema = z.strictObject({
+  /** Off: no trace files are written. */
   enabled: z.boolean().default(true),
   /** A trace file is closed and the next one started before it grows past this many bytes. */
   maxFileBytes: positiveInt.min(4096).default(16 * 1024 * 1024),
@@ -416,7 +446,9 @@ export const TraceConfigSchema = z.strictObject({
  * from the SDK runtime's one exporter. One port per worker process.
  */
 export const MetricsConfigSchema = z.strictObject({
+  /** The port of the endpoint; unset: no endpoint. */
   prometheusPort: z.number().int().min(1).max(65535).optional(),
+  /** The address it listens on (`0.0.0.0` for every interface). */
   host: z.string().min(1).default('127.0.0.1'),
 });
 
@@ -446,9 +478,11 @@ export const RunConfigSchema = z
           .string()
           .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _ . - only')
           .default('run'),
+        /** Seeds the run: its environment instances and sampling streams (a retried turn samples the same tokens). */
         seed: z.number().int().nonnegative().default(0),
       })
       .prefault({}),
+    /** Where runs, checkpoints and the dev server's database live (relative: to the working directory). Every host of a deployment mounts it at the same path. */
     dataDir: z.string().default('.trajflow'),
     temporal: TemporalConfigSchema.prefault({}),
     model: ModelConfigSchema.prefault({}),

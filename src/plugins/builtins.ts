@@ -13,8 +13,11 @@ import type { PluginApi } from './types';
 const positiveInt = z.number().int().positive();
 
 export const FrozenLakeOptionsSchema = z.strictObject({
+  /** The grid's side: 4x4 or 8x8. */
   size: z.union([z.literal(4), z.literal(8)]).default(4),
+  /** `classic`: Gymnasium's map of that size; `random`: a solvable map generated from `mapSeed`. */
   map: z.enum(['classic', 'random']).default('classic'),
+  /** As in Gymnasium: a move goes where it was meant with probability 1/3, else to either side. */
   slippery: z.boolean().default(false),
   /** Env steps before the episode is truncated. */
   maxSteps: positiveInt.default(12),
@@ -77,7 +80,10 @@ export function registerBuiltins(api: PluginApi): void {
   });
 
   api.registerAgent('model', {
-    options: z.strictObject({ instructions: z.string().default('Answer the question.') }),
+    options: z.strictObject({
+      /** The system prompt's instructions. */
+      instructions: z.string().default('Answer the question.'),
+    }),
     create: (options, { history }) => new ModelAgent(options.instructions, history),
   });
 
