@@ -8,6 +8,7 @@
  * started. The trainer keeps its weights and optimizer state in memory between steps and reloads
  * them from the checkpoint only when it is not at the step's base version.
  */
+import { promises as fs } from 'node:fs';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { usesTurnCredit, type AgentConfig, type EnvConfig, type ModelSettings, type TrainerConfig } from '../config/schema';
 import type { Compatibility } from '../src/core/compatibility';
@@ -78,6 +79,8 @@ export interface TrainStepInput {
   temperature: number;
   /** When the run started (epoch ms), for the learning curve's elapsed time. */
   runStartedAt?: number;
+  /** The run's `eval.everySteps` (absent or 0: no evaluations): retention keeps a version due for one until it is done. */
+  evalEverySteps?: number;
   /** The run's code and config; a trainer that differs refuses the task. */
   compatibility?: Compatibility;
 }
@@ -448,6 +451,9 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   const startedAt = Date.now();
   const since = await utilization.intervalStart(startedAt);
   const trainer = await held.at(runId, baseVersion, input.trainer, input.temperature);
+  // The new version is about as big as its base: refused now, a full disk costs no training.
+  const baseBytes = (await fs.stat(checkpoints.file(runId, baseVersion)).catch(() => undefined))?.size ?? 0;
+  await checkpoints.ensureRoomFor(runId, baseBytes);
 
   const loading = tracer.begin('batch.load', { attrs: { groups: input.groups.length } });
   const batch = await loadBatch(store, logger, input);
@@ -500,8 +506,30 @@ async function trainStep(deps: TrainerDeps, held: HeldTrainer, utilization: Util
   // that trains again appends a second line for the step; readers keep the last.
   await appendJsonLine(run.metricsFile, output.metrics);
   await writeJsonAtomically(resultFile, output);
+  await pruneCheckpoints(deps, input);
   logger.info({ runId, step, version, reward: metrics.rewardMean, successRate: metrics.successRate, loss: metrics.loss }, 'train step done');
   return output;
+}
+
+/** Deletes the versions `trainer.checkpoints` no longer keeps (none for a workflow started before it existed). */
+async function pruneCheckpoints({ checkpoints, dataDir, logger }: TrainerDeps, { runId, trainer, evalEverySteps }: TrainStepInput): Promise<void> {
+  // Absent in the input of a workflow started before retention existed: every version is kept.
+  const retention = trainer.checkpoints as TrainerConfig['checkpoints'] | undefined;
+  if (retention === undefined) return;
+  const run = runLayout(dataDir, runId);
+  const policy = { ...retention, maxStaleness: trainer.maxStaleness, evalEverySteps: evalEverySteps ?? 0 };
+  try {
+    const evaluated = (version: number) =>
+      fs.access(run.evaluationFile(version)).then(
+        () => true,
+        () => false,
+      );
+    const deleted = await checkpoints.prune(runId, policy, evaluated);
+    if (deleted.length) logger.info({ runId, versions: deleted }, 'deleted checkpoints retention no longer keeps');
+  } catch (err) {
+    // The step is done; the next one's pass deletes what this one could not.
+    logger.warn({ runId, err }, 'could not delete old checkpoints; the next step tries again');
+  }
 }
 
 /** The embedded model's evaluation of a published version, on an engine of the trainer's own. */

@@ -91,6 +91,12 @@ function replayDir(options: Options, baseVersion: number): string {
   const target = runLayout(root, options.runId);
   mkdirSync(target.checkpointsDir, { recursive: true });
   const checkpoint = (layout: string) => new CheckpointStore(layout).file(options.runId, baseVersion);
+  if (!existsSync(checkpoint(options.dataDir))) {
+    throw new Error(
+      `run ${options.runId} no longer holds version ${baseVersion} (${checkpoint(options.dataDir)}): checkpoint retention removed it; ` +
+        'runs to replay need trainer.checkpoints.keepEvery: 1',
+    );
+  }
   copyFileSync(checkpoint(options.dataDir), checkpoint(root));
   for (const [from, to] of [
     [source.groupsDir, target.groupsDir],

@@ -332,6 +332,20 @@ export const LearningRateScheduleSchema = z.strictObject({
   minRatio: z.number().min(0).max(1).default(0),
 });
 
+/**
+ * Checkpoint retention: after each train step the trainer deletes the versions no one needs any
+ * more, so a long run's disk use stays bounded. Kept whatever these say: version 0 (the KL
+ * reference and where a fresh start begins), the newest `maxStaleness + 1` (resume and the
+ * inference servers, which may still be loading them) and every version whose due evaluation
+ * (`eval.everySteps`) has not written its result yet.
+ */
+export const CheckpointRetentionSchema = z.strictObject({
+  /** The newest this many versions are kept. */
+  keepLast: positiveInt.default(3),
+  /** Every version that is a multiple of this is kept as well (a sparse history of the run; 1 = all); 0 = none. */
+  keepEvery: z.number().int().nonnegative().default(0),
+});
+
 export const TrainerConfigSchema = z.strictObject({
   /** How a group's rewards become each trajectory's advantage: `grpo` (r - mean) / (std + eps), `rloo` r minus the mean of the others, `drgrpo` r - mean. */
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
@@ -408,6 +422,14 @@ export const TrainerConfigSchema = z.strictObject({
    * thread every 5 s (python/trajflow_py/trainer/heartbeat.py), so a real-model run can set this low.
    */
   heartbeatTimeoutS: z.number().positive().default(120),
+  /**
+   * How long one train step may take from start to finish before Temporal gives it to another
+   * trainer. A big model's step (a large batch, long sequences, a slow disk for its checkpoint)
+   * may need more than the default.
+   */
+  stepTimeoutMinutes: z.number().positive().default(30),
+  /** Which published versions stay on disk, and so how far the disk use of a long run grows. */
+  checkpoints: CheckpointRetentionSchema.prefault({}),
   /**
    * Parameter and compute dtype of the Python trainer of a real model (`model.path`): `float32`,
    * or `bfloat16` (half the memory, faster on accelerators, logprobs further from the server's).

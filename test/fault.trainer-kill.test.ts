@@ -50,6 +50,8 @@ describe('trainer process SIGKILLed mid-step', () => {
         formatWarmupSteps: 0,
         optimizerStepsPerBatch: GROUP_SIZE,
         heartbeatTimeoutS: 15,
+        // Every version kept: the test reads each one.
+        checkpoints: { keepEvery: 1 },
       },
       reward: { formatWeight: 0.5 },
     });

@@ -52,6 +52,9 @@ export interface TrainingState {
   startedAt: number;
 }
 
+/** A train step's timeout before `trainer.stepTimeoutMinutes` existed: a workflow started then has no such key. */
+const FIXED_STEP_TIMEOUT_MINUTES = 30;
+
 export class TrainingRun {
   readonly state: TrainingState;
   private readonly activities: ActivityInterfaceFor<TrainerActivities>;
@@ -70,7 +73,8 @@ export class TrainingRun {
     this.state = carried ?? { version: 0, step: 0, pending: [], trained: [], paused: false, stopping: false, startedAt: Date.now() };
     this.activities = proxyActivities<TrainerActivities>({
       taskQueue: input.taskQueues.trainer,
-      startToCloseTimeout: '30 minutes',
+      // Timeouts are not among what replay compares with the history: no patch is needed.
+      startToCloseTimeout: `${(input.trainer.stepTimeoutMinutes as number | undefined) ?? FIXED_STEP_TIMEOUT_MINUTES} minutes`,
       heartbeatTimeout: `${input.trainer.heartbeatTimeoutS} seconds`,
       // A step that fails five times (bad data, a bug) fails the run visibly instead of retrying forever.
       retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 5 },
@@ -301,6 +305,7 @@ export class TrainingRun {
       trainer: stepTrainerConfig(input.trainer, state.step),
       temperature: input.sampling.temperature,
       runStartedAt: state.startedAt,
+      evalEverySteps: input.eval?.everySteps ?? 0,
       compatibility: input.compatibility,
     };
     const summary = activitySummary.trainStep(state.step, state.version, batch.length);

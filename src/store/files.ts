@@ -63,7 +63,7 @@ export class DiskFullError extends ApplicationFailure {
 
 const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT']);
 
-function formatBytes(bytes: number): string {
+export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = bytes;
   let unit = 0;
@@ -75,7 +75,7 @@ function formatBytes(bytes: number): string {
 }
 
 /** Available and total bytes of the filesystem holding `target` (or its nearest existing folder). */
-async function freeSpace(target: string): Promise<{ free: number; total: number } | undefined> {
+export async function freeSpace(target: string): Promise<{ free: number; total: number } | undefined> {
   for (let at = path.resolve(target); ; at = path.dirname(at)) {
     try {
       const stats = await fs.statfs(at);

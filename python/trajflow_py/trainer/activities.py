@@ -30,6 +30,7 @@ from .layout import RunLayout
 from .log import Logger, now_ms
 from .policy import copy_model_dir, default_device, drop_optimizer_state
 from .policy_trainer import NOTHING_TRAINED, PolicyTrainer, TrainMetrics
+from .retention import RetentionPolicy, describe_versions, ensure_room_for, folder_bytes, prune_checkpoints
 from .settings import WorkerSettings
 from .step_metrics import Utilization, logprob_agreement, summarize_step
 from .utilization import UtilizationClock
@@ -148,6 +149,9 @@ class TrainerActivities:
         started_at = now_ms()
         since = self._utilization.interval_start(started_at)
         trainer = self._held.take(run, run_id, base, input.trainer, input.temperature)
+        # The new version is about as big as its base (which still holds its optimizer state, as
+        # the new one will): refused now, a full disk costs no training.
+        ensure_room_for(run.checkpoints_dir, folder_bytes(run.checkpoint_dir(base)))
         batch = load_batch(run, input, self._logger)
         # Every group skipped (by the filter or as corrupt): no optimizer step, and the same weights
         # are published as the next version (one version per step is what admission and resume count on).
@@ -173,6 +177,7 @@ class TrainerActivities:
         # Step `step` is done for good, so nothing resumes from version `base` again: only the
         # newest version needs its optimizer state (1 GB for a 135M model in float32).
         drop_optimizer_state(run.checkpoint_dir(base))
+        self._prune(run, input)
         self._logger.info(
             "train step done",
             runId=run_id,
@@ -184,6 +189,26 @@ class TrainerActivities:
             wallMs=metrics["wallMs"],
         )
         return output
+
+    def _prune(self, run: RunLayout, input: TrainStepInput) -> None:
+        """Deletes the versions `trainer.checkpoints` no longer keeps (none without it)."""
+        retention = input.trainer.checkpoints
+        if retention is None:
+            return
+        policy = RetentionPolicy(
+            keep_last=retention.keep_last,
+            keep_every=retention.keep_every,
+            max_staleness=input.trainer.max_staleness,
+            eval_every_steps=input.eval_every_steps,
+        )
+        try:
+            deleted = prune_checkpoints(run, policy)
+        except OSError as err:
+            # The step is done; the next one's pass deletes what this one could not.
+            self._logger.warn("could not delete old checkpoints; the next step tries again", runId=input.run_id, error=str(err))
+            return
+        if deleted:
+            self._logger.info("deleted checkpoints retention no longer keeps", runId=input.run_id, versions=describe_versions(deleted))
 
 
 # A group id ends in `.gNNNNN` (src/core/ids.ts, the format's home; Python cannot import it).

@@ -50,9 +50,12 @@ class CorruptFileError(ApplicationError):
 
 
 class DiskFullError(ApplicationError):
-    """The filesystem a write went to is full: the write was undone. Retryable: space may be freed."""
+    """
+    The filesystem a write went to is full (`cause` the OSError; the write was undone), or would
+    be (`cause` says by how much; nothing was written). Retryable: space may be freed.
+    """
 
-    def __init__(self, file: Path, cause: OSError) -> None:
+    def __init__(self, file: Path, cause: OSError | str) -> None:
         free: int | None
         total: int | None
         try:
@@ -62,7 +65,8 @@ class DiskFullError(ApplicationError):
         except OSError:
             free = total = None
             space = "free space unknown"
-        super().__init__(f"no space left on device writing {file} ({space} on its filesystem): {cause.strerror}", type=DISK_FULL)
+        reason = cause.strerror if isinstance(cause, OSError) else cause
+        super().__init__(f"no space left on device writing {file} ({space} on its filesystem): {reason}", type=DISK_FULL)
         self.file = file
         self.free_bytes = free
         self.total_bytes = total

@@ -2,7 +2,7 @@
 The activity inputs, as activities/trainer.ts declares them (PrepareInput, TrainStepInput) and as
 the training workflow sends them: the run's TrainerConfig fully parsed by config/schema.ts, so
 every field the trainer reads is required here and no default is repeated (the schema alone holds
-them) except `precision`, new, for workflows started before it existed. Ranges mirror the schema's.
+them) except `precision` and `checkpoints`, new, for workflows started before they existed. Ranges mirror the schema's.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ class TurnCreditConfig(CamelModel):
     discount: float = Field(gt=0, le=1)
 
 
+class CheckpointRetention(CamelModel):
+    keep_last: int = Field(ge=1)
+    #: 0: no sparse history.
+    keep_every: int = Field(ge=0)
+
+
 class TrainerConfig(CamelModel):
     advantage: AdvantageEstimator
     turn_credit: TurnCreditConfig | None = None
@@ -52,7 +58,10 @@ class TrainerConfig(CamelModel):
     adam_epsilon: float = Field(gt=0, allow_inf_nan=False)
     optimizer_steps_per_batch: int = Field(ge=1)
     format_warmup_steps: int = Field(ge=0)
+    max_staleness: int = Field(ge=0)
     precision: Precision = "float32"
+    #: None (a workflow started before retention existed): every version is kept.
+    checkpoints: CheckpointRetention | None = None
 
 
 class GroupSummary(CamelModel):
@@ -81,6 +90,8 @@ class TrainStepInput(CamelModel):
     temperature: float = Field(gt=0, allow_inf_nan=False)
     #: When the run started (epoch ms), for the learning curve's elapsed time.
     run_started_at: float | None = None
+    #: The run's `eval.everySteps` (0: no evaluations): retention keeps a version evaluated at until it is.
+    eval_every_steps: int = Field(default=0, ge=0)
     compatibility: Compatibility | None = None
 
 

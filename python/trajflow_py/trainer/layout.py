@@ -7,6 +7,7 @@ for the files the trainer reads and writes.
     <dataDir>/runs/<runId>/checkpoints/v000004/     version 4: a Hugging Face directory
     <dataDir>/runs/<runId>/train/step-000003.json   train step 3's result (written last: marks it done)
     <dataDir>/runs/<runId>/train/metrics.jsonl      one line per train step
+    <dataDir>/runs/<runId>/train/eval-v000004.json  the evaluation of version 4 (written last: marks it done)
 """
 
 from __future__ import annotations
@@ -85,3 +86,6 @@ class RunLayout:
     @property
     def metrics_file(self) -> Path:
         return self.train_dir / "metrics.jsonl"
+
+    def evaluation_file(self, version: int) -> Path:
+        return self.train_dir / f"eval-v{numbered(version)}.json"
