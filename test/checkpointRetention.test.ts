@@ -85,18 +85,16 @@ describe('CheckpointStore.prune', () => {
   });
 });
 
+/** The embedded trainer's activities on a tiny model, publishing into `checkpoints`. */
+function tinyTrainer(checkpoints: CheckpointStore) {
+  const model = ModelConfigSchema.parse({ dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, maxContext: 64 });
+  return createTrainerActivities({ model, compatibility: COMPATIBILITY, store: new TrajectoryStore(dataDir), checkpoints, dataDir, logger: silent });
+}
+
 describe('the embedded trainer with trainer.checkpoints', () => {
   it('a 30-step run keeps at most the configured checkpoints', async () => {
     const checkpoints = new CheckpointStore(dataDir);
-    const model = ModelConfigSchema.parse({ dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, maxContext: 64 });
-    const activities = createTrainerActivities({
-      model,
-      compatibility: COMPATIBILITY,
-      store: new TrajectoryStore(dataDir),
-      checkpoints,
-      dataDir,
-      logger: silent,
-    });
+    const activities = tinyTrainer(checkpoints);
     const trainer = TrainerConfigSchema.parse({ maxStaleness: 1, checkpoints: { keepLast: 2, keepEvery: 8 } });
     const env = EnvConfigSchema.parse({ name: 'frozenlake' });
     await new MockActivityEnvironment().run(activities.preparePolicy, { runId: RUN, trainer, temperature: 1, env, agent: AgentConfigSchema.parse({}) });
@@ -111,15 +109,7 @@ describe('the embedded trainer with trainer.checkpoints', () => {
 
   it('a run without the key in its input (started before it existed) keeps every version', async () => {
     const checkpoints = new CheckpointStore(dataDir);
-    const model = ModelConfigSchema.parse({ dModel: 16, nLayers: 1, nHeads: 2, dFF: 32, maxContext: 64 });
-    const activities = createTrainerActivities({
-      model,
-      compatibility: COMPATIBILITY,
-      store: new TrajectoryStore(dataDir),
-      checkpoints,
-      dataDir,
-      logger: silent,
-    });
+    const activities = tinyTrainer(checkpoints);
     const { checkpoints: _dropped, ...trainer } = TrainerConfigSchema.parse({});
     const env = EnvConfigSchema.parse({ name: 'frozenlake' });
     const legacy = trainer as unknown as TrainStepInput['trainer'];

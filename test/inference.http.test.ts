@@ -221,6 +221,16 @@ function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
   return { promise, resolve };
 }
 
+/** The calls of one vLLM weight sync (pause, label loading, reload, drop the KV cache, label, resume). */
+const VLLM_SYNC = [
+  'POST /pause?mode=keep',
+  'POST /update_weight_version',
+  'POST /collective_rpc',
+  'POST /reset_prefix_cache?reset_running_requests=true',
+  'POST /update_weight_version',
+  'POST /resume',
+];
+
 const generates = (fixture: FixtureServer, path = '/generate') => fixture.requests.filter((r) => r.url === path);
 
 // ---------------------------------------------------------------------------------------------
@@ -657,16 +667,8 @@ describe('HTTP provider: weights', () => {
     const a = await vllmFixture();
     const p = provider({ backend: 'vllm', servers: [a.url] });
     await expect(p.loadWeights('/ckpt/v000002', 2)).resolves.toBe(2);
-    expect(a.calls()).toEqual([
-      // Once per server: it reports the logprobs of the sampling distribution.
-      'GET /server_info?config_format=json',
-      'POST /pause?mode=keep',
-      'POST /update_weight_version',
-      'POST /collective_rpc',
-      'POST /reset_prefix_cache?reset_running_requests=true',
-      'POST /update_weight_version',
-      'POST /resume',
-    ]);
+    // Once per server first: it reports the logprobs of the sampling distribution.
+    expect(a.calls()).toEqual(['GET /server_info?config_format=json', ...VLLM_SYNC]);
     expect(a.bodiesTo('/collective_rpc')).toEqual([{ method: 'reload_weights', kwargs: { weights_path: '/ckpt/v000002' } }]);
     expect(a.bodiesTo('/update_weight_version')).toEqual([{ new_version: LOADING_LABEL }, { new_version: label(2) }]);
     expect((await p.generate(request())).policyVersion).toBe(2);
@@ -697,15 +699,7 @@ describe('HTTP provider: weights', () => {
 
     failing = false;
     expect((await p.generate(request())).policyVersion).toBe(1);
-    expect(a.calls().slice(-7)).toEqual([
-      'POST /pause?mode=keep',
-      'POST /update_weight_version',
-      'POST /collective_rpc',
-      'POST /reset_prefix_cache?reset_running_requests=true',
-      'POST /update_weight_version',
-      'POST /resume',
-      'POST /inference/v1/generate',
-    ]);
+    expect(a.calls().slice(-7)).toEqual([...VLLM_SYNC, 'POST /inference/v1/generate']);
   });
 
   it('processes syncing one server take turns: their pause/reload/resume never interleave', async () => {
@@ -731,16 +725,8 @@ describe('HTTP provider: weights', () => {
     await until(() => reloads.length === 2);
     reloads[1].resolve();
     await second;
-    const oneSync = [
-      'POST /pause?mode=keep',
-      'POST /update_weight_version',
-      'POST /collective_rpc',
-      'POST /reset_prefix_cache?reset_running_requests=true',
-      'POST /update_weight_version',
-      'POST /resume',
-    ];
     const check = 'GET /server_info?config_format=json';
-    expect(a.calls()).toEqual([check, ...oneSync, check, ...oneSync]);
+    expect(a.calls()).toEqual([check, ...VLLM_SYNC, check, ...VLLM_SYNC]);
     expect(a.weightVersion).toBe(label(3, '/data/runs/b/checkpoints/v000003'));
   });
 

@@ -13,18 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from test_trainer_support import COMPATIBILITY, TEMPERATURE, group_json, settings_json, tiny_model_dir, trainer_config, turn_json, write_trajectory
+from test_trainer_support import COMPATIBILITY, TEMPERATURE, group_json, settings_json, trainer_config, turn_json, write_trajectory
 from trajflow_py.trainer.activities import TrainerActivities
 from trajflow_py.trainer.log import Logger
 from trajflow_py.trainer.settings import WorkerSettings
 
 RUN = "run-1"
 CORRUPT_GROUP_MESSAGE = "skipping a group with a corrupt stored file: it is not trained"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return tiny_model_dir(tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture

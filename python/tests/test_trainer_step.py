@@ -22,7 +22,6 @@ from test_trainer_support import (
     full_logprobs,
     group_json,
     settings_json,
-    tiny_model_dir,
     trainer_config,
     turn_json,
     write_trajectory,
@@ -34,16 +33,6 @@ from trajflow_py.trainer.log import Logger
 from trajflow_py.trainer.settings import WorkerSettings
 
 RUN = "run-1"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_model_dir(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 def activities_for(data_dir: Path, model_dir: Path) -> TrainerActivities:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from test_trainer_step import RUN, activities_for, checkpoint, prepare_input, sampled_store, step_input
 
-from test_trainer_support import tiny_model_dir
 from trajflow_py.trainer import retention
 from trajflow_py.trainer.files import DiskFullError, write_json_atomically
 from trajflow_py.trainer.layout import RunLayout
 from trajflow_py.trainer.retention import published_versions
 
 RETENTION = {"checkpoints": {"keepLast": 1, "keepEvery": 0}, "maxStaleness": 0}
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_model_dir(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
 
 
 def test_steps_delete_what_retention_no_longer_keeps(data_dir, model_dir):
