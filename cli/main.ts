@@ -24,8 +24,8 @@ import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
 import { defaultRunId, INTERRUPTED_EXIT_CODE, OpenRunElsewhereError, RunInterrupted } from '../client/session';
 import { terminateRun } from '../client/openRuns';
-import { modelServersLogOf, silentLocalModelServers, startLocalModelServers } from '../client/modelServers';
-import { runLayout } from '../src/store/runLayout';
+import { silentLocalModelServers, startLocalModelServers } from '../client/modelServers';
+import { modelServerLogFile, runLayout } from '../src/store/runLayout';
 import { exportRunTrace } from '../src/trace/perfetto';
 import { writeReport } from '../src/report/report';
 import { formatCurve, formatSummary } from './format';
@@ -154,7 +154,7 @@ program
   .requiredOption('-c, --config <file>', 'run config (YAML or JSON)')
   .action(async (opts) => {
     const config = loadRunConfig(opts.config);
-    const started = await startLocalModelServers(config, (port) => modelServersLogOf(config.dataDir, port));
+    const started = await startLocalModelServers(config, (port) => modelServerLogFile(config.dataDir, port));
     if (started.servers.length === 0) {
       process.stdout.write('no model server to start: those of the config on this machine answer already, or it names none here\n');
       return;

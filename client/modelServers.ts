@@ -8,7 +8,6 @@
  * user's: they are only used. A run resumed by `trajflow train --local --run-id` gets them back the
  * same way; `trajflow model-servers -c CONFIG` starts them alone, beside plain workers.
  */
-import path from 'node:path';
 import type { RunConfig } from '../config/schema';
 import { PYTHON_BIN, PYTHON_SOURCES, VLLM_PYTHON_BIN } from '../src/paths';
 import { spawnLoggedProcess, stopWorker, type LoggedWorker } from './workerProcess';
@@ -145,9 +144,4 @@ export async function silentLocalModelServers(config: RunConfig): Promise<string
   const silent: string[] = [];
   for (const url of localServerUrls(config)) if (!(await answers(url))) silent.push(url);
   return silent;
-}
-
-/** Where `trajflow model-servers` logs the server on `port`: beside the runs, in the data directory. */
-export function modelServersLogOf(dataDir: string, port: number): string {
-  return path.join(dataDir, `model-server-${port}.log`);
 }

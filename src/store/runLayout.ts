@@ -5,6 +5,7 @@
  *   <dataDir>/engines/<workerId>.json          inference engines' counters (statsReporter)
  *   <dataDir>/env-workers/<workerId>.json      env workers' busy time (metrics/busy)
  *   <dataDir>/locks/server-<key>.lock/         held while a process syncs a model server's weights
+ *   <dataDir>/model-server-<port>.log          a model server `trajflow model-servers` started
  *   <dataDir>/runs/<runId>/
  *     config.json                              the run's config, as started
  *     summary.json                             a rollout run's summary
@@ -50,6 +51,11 @@ export function dataMarkerFile(dataDir: string): string {
 /** Where inference engines publish their counters. */
 export function enginesDir(dataDir: string): string {
   return path.join(dataDir, 'engines');
+}
+
+/** The log of a model server `trajflow model-servers` started: beside the runs, as it serves them all. */
+export function modelServerLogFile(dataDir: string, port: number): string {
+  return path.join(dataDir, `model-server-${port}.log`);
 }
 
 /** Where processes take turns syncing a model server's weights (inference/http/serverSyncLock). */
