@@ -32,7 +32,7 @@ import { Client } from '@temporalio/client';
 import { readEvaluations, readLearningCurve } from '../client/learningCurve';
 import { runTraining } from '../client/runTraining';
 import { OPEN_WORKFLOWS_QUERY, openWorkflowsQuery } from '../client/runWorkflows';
-import { INTERRUPTED_EXIT_CODE, RunInterrupted, startLocalDevServer } from '../client/session';
+import { INTERRUPTED_EXIT_CODE, RunInterrupted, startLocalDevServer } from '../client/launch';
 import type { RunConfig } from '../config/schema';
 import { createLogger, type Logger } from '../src/log';
 import { runIdOfWorkflowId } from '../src/core/ids';

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
 import { loadRunConfig, parseRunConfig } from '../src/runConfig';
-import { episodeSpecOf, trainingInputOf } from '../client/session';
+import { episodeSpecOf, trainingInputOf } from '../client/launch';
 import { killWorker, spawnLoggedWorker, type LoggedWorker } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
 import { freePort } from '../src/ports';

@@ -6,7 +6,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../src/log';
-import { INTERRUPTED_EXIT_CODE } from '../client/session';
+import { INTERRUPTED_EXIT_CODE } from '../client/launch';
 import { PARENT_PID_ENV, WORKER_STOP_GRACE_MS } from '../client/workerProcess';
 
 /** Beyond the workers' grace period: time to close connections and write the last log lines. */

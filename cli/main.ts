@@ -22,7 +22,7 @@ import { prepareCluster } from '../client/clusterPrepare';
 import { DeploymentError, deploymentStatus, setCurrentBuild } from '../client/deployment';
 import { runRollout } from '../client/runRollout';
 import { runTraining } from '../client/runTraining';
-import { defaultRunId, INTERRUPTED_EXIT_CODE, OpenRunElsewhereError, RunInterrupted } from '../client/session';
+import { defaultRunId, INTERRUPTED_EXIT_CODE, OpenRunElsewhereError, RunInterrupted } from '../client/launch';
 import { terminateRun } from '../client/openRuns';
 import { silentLocalModelServers, startLocalModelServers } from '../client/modelServers';
 import { modelServerLogFile, runLayout } from '../src/store/runLayout';
@@ -174,7 +174,7 @@ program
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
     const progress = createProgress('trajectories', config.rollout.groups * config.rollout.groupSize, { statusLine, logger });
-    const runId: string = opts.runId ?? defaultRunId(config);
+    const runId: string = opts.runId ?? defaultRunId(config.run.name);
     const summary = await runRollout(config, {
       runId,
       local: Boolean(opts.local),
@@ -204,7 +204,7 @@ program
   .action(async (file, opts) => {
     const config = loadRunConfig(file);
     const progress = createProgress('train steps', config.trainer.steps, { statusLine, logger });
-    const runId: string = opts.runId ?? defaultRunId(config);
+    const runId: string = opts.runId ?? defaultRunId(config.run.name);
     const summary = await runTraining(config, {
       runId,
       local: Boolean(opts.local),

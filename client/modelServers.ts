@@ -105,8 +105,11 @@ export async function spawnVllmServer(modelDir: string, port: number, logFile: s
   return server;
 }
 
+/** The parts of a config that say which model servers a `--local` run starts and how. */
+export type ModelServerSettings = Pick<RunConfig, 'inference' | 'model'>;
+
 /** The config's `inference.servers` that a `--local` run starts on this machine: model servers of a real model on loopback. */
-function localServerUrls(config: RunConfig): string[] {
+function localServerUrls(config: ModelServerSettings): string[] {
   if (config.inference.backend === 'embedded' || !config.model.path) return [];
   return config.inference.servers.filter((url) => LOOPBACK_HOSTS.has(new URL(url).hostname));
 }
@@ -120,7 +123,7 @@ function portOf(url: string): number {
  * Starts the config's local model servers that do not answer yet (see the top of this file), each
  * logging to `logFileOf(port)`; resolves once they serve.
  */
-export async function startLocalModelServers(config: RunConfig, logFileOf: (port: number) => string): Promise<LocalModelServers> {
+export async function startLocalModelServers(config: ModelServerSettings, logFileOf: (port: number) => string): Promise<LocalModelServers> {
   const servers: LoggedWorker[] = [];
   const modelDir = config.model.path!;
   for (const url of localServerUrls(config)) {
@@ -140,7 +143,7 @@ export async function startLocalModelServers(config: RunConfig, logFileOf: (port
  * The config's local model servers that do not answer: those a `--local` run had started and a
  * plain `trajflow worker` does not start (`trajflow model-servers` does).
  */
-export async function silentLocalModelServers(config: RunConfig): Promise<string[]> {
+export async function silentLocalModelServers(config: ModelServerSettings): Promise<string[]> {
   const silent: string[] = [];
   for (const url of localServerUrls(config)) if (!(await answers(url))) silent.push(url);
   return silent;

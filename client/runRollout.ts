@@ -18,7 +18,7 @@ import { useLocalBuild } from './deployment';
 import { pollEvery } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
-import { episodeSpecOf, openSession, RunInterrupted, unlessInterrupted, type RunOptions } from './session';
+import { episodeSpecOf, openLaunch, RunInterrupted, unlessInterrupted, type RunOptions } from './launch';
 import { WORKER_STOP_GRACE_MS } from './workerProcess';
 
 export interface RunSummary {
@@ -63,8 +63,8 @@ export function rolloutStartOptions(config: RunConfig, runId: string) {
 
 export async function runRollout(config: RunConfig, options: RunOptions<RolloutStatus>): Promise<RunSummary> {
   const { logger, onStatus, signal } = options;
-  const session = await openSession(config, options);
-  const { runId, layout, client, workers } = session;
+  const launch = await openLaunch(config, options);
+  const { runId, layout, client, workers } = launch;
   try {
     if (options.local) await useLocalBuild(client, config, ROLLOUT_ROLES);
     const engines = enginesDir(config.dataDir);
@@ -72,10 +72,10 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     const enginesBefore = await readEngineSnapshots(engines);
     const startedAt = Date.now();
     if (signal?.aborted) throw new RunInterrupted(runId);
-    const handle = session.resuming
+    const handle = launch.resuming
       ? client.workflow.getHandle<typeof rolloutWorkflow>(runId)
       : await client.workflow.start(rolloutWorkflow, { ...rolloutStartOptions(config, runId), memo: configFileMemo(options.configFile) });
-    logger.info({ runId }, session.resuming ? 'following the open run: it resumes on these workers' : 'rollout started');
+    logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'rollout started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
     const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
@@ -101,6 +101,6 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     await fs.writeFile(layout.rolloutSummaryFile, JSON.stringify(summary, null, 2));
     return summary;
   } finally {
-    await session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined);
+    await launch.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined);
   }
 }

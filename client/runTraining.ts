@@ -21,7 +21,7 @@ import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCu
 import { pollEvery } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
-import { openSession, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './session';
+import { openLaunch, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './launch';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
 export interface TrainingSummary {
@@ -66,8 +66,8 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
   const { logger, onStatus, signal } = options;
   // Before anything starts: a rollout alone may use these settings, training would learn nothing.
   assertTrainingConfig(config, options.configFile);
-  const session = await openSession(config, options);
-  const { runId, layout, client } = session;
+  const launch = await openLaunch(config, options);
+  const { runId, layout, client } = launch;
   let trainer: LoggedWorker | undefined;
   try {
     if (options.local) {
@@ -78,10 +78,10 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
     }
     if (signal?.aborted) throw new RunInterrupted(runId);
     const startedAt = Date.now();
-    const handle = session.resuming
+    const handle = launch.resuming
       ? client.workflow.getHandle<typeof trainingWorkflow>(runId)
       : await client.workflow.start(trainingWorkflow, { ...trainingStartOptions(config, runId), memo: configFileMemo(options.configFile) });
-    logger.info({ runId }, session.resuming ? 'following the open run: it resumes on these workers' : 'training started');
+    logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'training started');
 
     const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
     const timeLimit =
@@ -105,6 +105,6 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
     await fs.writeFile(layout.learningCurveFile, formatCurveCsv(curve, evaluations));
     return { result, curve, evaluations, wallSeconds };
   } finally {
-    await Promise.all([stopWorker(trainer), session.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
+    await Promise.all([stopWorker(trainer), launch.close(signal?.aborted ? WORKER_STOP_GRACE_MS : undefined)]);
   }
 }

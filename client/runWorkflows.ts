@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../src/log';
 import { openWorkflowsQuery } from './runQueries';
-import { RunInterrupted, unlessInterrupted } from './session';
+import { RunInterrupted, unlessInterrupted } from './launch';
 
 export { OPEN_WORKFLOWS_QUERY, openWorkflowsQuery } from './runQueries';
 

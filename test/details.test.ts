@@ -25,7 +25,7 @@ describe('activity and timer summaries', () => {
     expect(activitySummary.generate(3, { minVersion: 12, followLatest: false })).toBe('generate turn 3 (v12)');
     expect(activitySummary.generate(3, { minVersion: 12, followLatest: true })).toBe('generate turn 3 (v12+)');
     expect(activitySummary.generate(0)).toBe('generate turn 0');
-    expect(activitySummary.sessionTurn(3, 'I go\n right')).toBe('env step 3: "I go right"');
+    expect(activitySummary.sessionTurn(3, 'I go\n right')).toBe('session turn 3: "I go right"');
     expect(activitySummary.openSession(42, 0)).toBe('open session (env seed 42)');
     expect(activitySummary.openSession(42, 5)).toBe('rebuild session: replay 5 answers (env seed 42)');
     expect(activitySummary.trainStep(7, 6, 2)).toBe('train step 7: 2 groups, v6 -> v7');
@@ -37,7 +37,7 @@ describe('activity and timer summaries', () => {
     expect(clipMiddle('abcdefghij', 5)).toBe('ab…ij');
     expect(clipMiddle('a  b\n\tc', 10)).toBe('a b c');
     const long = activitySummary.sessionTurn(1, `${'think '.repeat(50)}so: left`);
-    expect(long).toBe(`env step 1: "${'think '.repeat(6)}thin… ${'think '.repeat(5)}so: left"`);
+    expect(long).toBe(`session turn 1: "${'think '.repeat(6)}thin… ${'think '.repeat(5)}so: left"`);
   });
 
   it('stay under the 400-byte limit Temporal sets on a summary, multi-byte text included', () => {

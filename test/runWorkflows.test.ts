@@ -3,7 +3,7 @@
  * workflow closes, and the wait says so instead of returning early.
  */
 import { awaitRunClosed, openWorkflowsQuery } from '../client/runWorkflows';
-import { RunInterrupted } from '../client/session';
+import { RunInterrupted } from '../client/launch';
 import { createLogger } from '../src/log';
 import { SEARCH_ATTRIBUTES } from '../src/temporal/searchAttributes';
 import { eventually, withClient } from './support/harness';

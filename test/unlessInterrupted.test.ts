@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { RunInterrupted, unlessInterrupted } from '../client/session';
+import { RunInterrupted, unlessInterrupted } from '../client/launch';
 
 describe('unlessInterrupted', () => {
   it('waits with one abort listener, and takes it off after', async () => {

@@ -99,7 +99,7 @@ describe('the Web UI in a browser', () => {
           windowSize: [1400, 1300],
         }),
       );
-      for (const summary of ['open session (env seed ', 'generate turn 0 (v0+)', 'env step 0: "', 'episode deadline: 600 s', 'record trajectory: ']) {
+      for (const summary of ['open session (env seed ', 'generate turn 0 (v0+)', 'session turn 0: "', 'episode deadline: 600 s', 'record trajectory: ']) {
         expect(trajectoryTimeline).toContain(summary);
       }
     } finally {

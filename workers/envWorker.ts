@@ -10,12 +10,17 @@ import { environmentIsolation } from '../src/plugins/registry';
 import { sweepStaleSandboxes } from '../src/sandbox/bash';
 import { versioningOptions } from './deployment';
 import type { SessionHost } from './sessionHost';
-import { taskQueuesOf } from './taskQueues';
+import { taskQueuesOf, type QueueScopedConfig } from './taskQueues';
 
 /** A sandbox directory idle this long whose worker process is gone is a crash leftover. */
 const STALE_SANDBOX_MS = 10 * 60_000;
 
-export async function createEnvWorkers(config: RunConfig, temporal: WorkerConnection, host: SessionHost, logger: Logger): Promise<Worker[]> {
+export async function createEnvWorkers(
+  config: QueueScopedConfig & Pick<RunConfig, 'env'>,
+  temporal: WorkerConnection,
+  host: SessionHost,
+  logger: Logger,
+): Promise<Worker[]> {
   // Sessions close their sandboxes, but a SIGKILLed worker cannot: its successor cleans up.
   const swept = await sweepStaleSandboxes(STALE_SANDBOX_MS);
   if (swept.length > 0) logger.info({ removed: swept.length }, 'removed sandbox directories of dead env workers');

@@ -31,7 +31,12 @@ export interface InferenceHost {
   stats: SnapshotReporter<EngineStats>;
 }
 
-export async function createInferenceHost(config: RunConfig, store: TrajectoryStorage, provider: InferenceProvider, logger: Logger): Promise<InferenceHost> {
+export async function createInferenceHost(
+  config: Pick<RunConfig, 'model' | 'modules' | 'dataDir'>,
+  store: TrajectoryStorage,
+  provider: InferenceProvider,
+  logger: Logger,
+): Promise<InferenceHost> {
   const checkpoints = new CheckpointStore(config.dataDir, config.model.path ? 'huggingface' : 'embedded');
   const chat = await chatFormatFor(config.model);
   const compatibility = compatibilityOf(config, buildId());

@@ -11,9 +11,13 @@ import type { RunConfig } from '../config/schema';
 import type { WorkerConnection } from '../src/temporal/connection';
 import { versioningOptions } from './deployment';
 import type { InferenceHost } from './inferenceHost';
-import { taskQueuesOf } from './taskQueues';
+import { taskQueuesOf, type QueueScopedConfig } from './taskQueues';
 
-export async function createInferenceWorker(config: RunConfig, temporal: WorkerConnection, host: InferenceHost): Promise<Worker> {
+export async function createInferenceWorker(
+  config: QueueScopedConfig & Pick<RunConfig, 'inference'>,
+  temporal: WorkerConnection,
+  host: InferenceHost,
+): Promise<Worker> {
   return Worker.create({
     ...temporal,
     taskQueue: taskQueuesOf(config).inference,

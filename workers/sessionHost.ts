@@ -5,7 +5,6 @@
  * same activities as local activities for runs with `env.sessions: local`.
  */
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-import type { RunConfig } from '../config/schema';
 import { createEnvActivities, createSessionActivities, SessionRegistry, type EnvActivities, type SessionActivities } from '../activities/environment';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
@@ -16,7 +15,7 @@ import { busyReporter, BusyTracker, type BusyStats } from '../src/metrics/busy';
 import { envWorkersDir } from '../src/store/runLayout';
 import type { SnapshotReporter } from '../src/metrics/snapshots';
 import { meterActivities } from '../src/metrics/activityMetrics';
-import { sessionQueueFor, taskQueuePrefixOf } from './taskQueues';
+import { sessionQueueFor, taskQueuePrefixOf, type QueueScopedConfig } from './taskQueues';
 
 export interface SessionHost {
   sessions: SessionRegistry;
@@ -31,7 +30,7 @@ export interface SessionHost {
   busy: SnapshotReporter<BusyStats>;
 }
 
-export function createSessionHost(config: RunConfig, store: TrajectoryStorage, logger: Logger): SessionHost {
+export function createSessionHost(config: QueueScopedConfig, store: TrajectoryStorage, logger: Logger): SessionHost {
   const sessions = new SessionRegistry();
   const sessionQueue = sessionQueueFor(taskQueuePrefixOf(config));
   const tracker = new BusyTracker();

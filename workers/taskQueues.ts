@@ -57,7 +57,7 @@ export function deploymentNameFor(prefix: string): string {
   return prefix;
 }
 
-/** A queue only this env worker process polls: where its sessions' steps are routed. */
+/** A queue only this env worker process polls: where the turns and close of its sessions are routed. */
 export function sessionQueueFor(prefix: string): string {
   return `${prefix}-env-session-${os.hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
 }

@@ -4,7 +4,6 @@
  * step blocks this process's event loop for its duration.
  */
 import { Worker } from '@temporalio/worker';
-import type { RunConfig } from '../config/schema';
 import { createTrainerActivities } from '../activities/trainer';
 import { compatibilityOf } from '../src/core/compatibility';
 import type { Logger } from '../src/log';
@@ -15,9 +14,9 @@ import type { WorkerConnection } from '../src/temporal/connection';
 import { traceActivities } from '../src/trace/activityInterceptor';
 import { meterActivities } from '../src/metrics/activityMetrics';
 import { versioningOptions } from './deployment';
-import { taskQueuesOf } from './taskQueues';
+import { taskQueuesOf, type QueueScopedConfig } from './taskQueues';
 
-export async function createTrainerWorker(config: RunConfig, temporal: WorkerConnection, store: TrajectoryStorage, logger: Logger): Promise<Worker> {
+export async function createTrainerWorker(config: QueueScopedConfig, temporal: WorkerConnection, store: TrajectoryStorage, logger: Logger): Promise<Worker> {
   return Worker.create({
     ...temporal,
     taskQueue: taskQueuesOf(config).trainer,

@@ -11,7 +11,7 @@ import { traceSinks } from '../src/trace/sinks';
 import { versioningOptions } from './deployment';
 import type { InferenceHost } from './inferenceHost';
 import type { SessionHost } from './sessionHost';
-import { taskQueuesOf } from './taskQueues';
+import { taskQueuesOf, type QueueScopedConfig } from './taskQueues';
 
 /**
  * Workflow interceptor modules bundled with the workflows: one trace span per workflow run. A
@@ -32,7 +32,7 @@ const LOCAL_ACTIVITY_SLOTS = 100;
 const WORKFLOW_THREADS = 2;
 
 export async function createWorkflowWorker(
-  config: RunConfig,
+  config: QueueScopedConfig & Pick<RunConfig, 'rollout'>,
   temporal: WorkerConnection,
   sessionHost: SessionHost,
   inferenceHost?: InferenceHost,

@@ -46,7 +46,7 @@ export interface TurnPolicy {
 export const activitySummary = {
   generate: (turn: number, policy?: TurnPolicy) => summary(`generate turn ${turn}${policy ? ` (v${policy.minVersion}${policy.followLatest ? '+' : ''})` : ''}`),
   /** The answer is known here: the session turn is scheduled after `generate` returned it. */
-  sessionTurn: (turn: number, answer: string) => summary(`env step ${turn}: "${clipMiddle(answer, ANSWER_CHARS)}"`),
+  sessionTurn: (turn: number, answer: string) => summary(`session turn ${turn}: "${clipMiddle(answer, ANSWER_CHARS)}"`),
   openSession: (envSeed: number, replayedAnswers: number) =>
     summary(replayedAnswers > 0 ? `rebuild session: replay ${plural(replayedAnswers, 'answer')} (env seed ${envSeed})` : `open session (env seed ${envSeed})`),
   closeSession: (turns: number) => summary(`close session after ${plural(turns, 'turn')}`),

@@ -92,7 +92,7 @@ async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, 
     conversation.answered(reply);
 
     const outcome = await session.turn(reply.text);
-    conversation.stepped(outcome);
+    conversation.answerTaken(outcome);
     if (tally.answered(outcome) === 'ended') return;
     next = outcome.next!;
   }

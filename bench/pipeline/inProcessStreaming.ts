@@ -8,7 +8,7 @@
 import { createEnvActivities, createSessionActivities, SessionRegistry } from '../../activities/environment';
 import { createInferenceActivities } from '../../activities/inference';
 import { ServedWeights } from '../../activities/servedWeights';
-import { episodeSpecOf } from '../../client/session';
+import { episodeSpecOf } from '../../client/launch';
 import type { RunConfig } from '../../config/schema';
 import { embeddedChatFormat } from '../../src/chat/format';
 import { admissionAllowance } from '../../src/core/admission';

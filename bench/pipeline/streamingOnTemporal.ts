@@ -3,7 +3,7 @@
  * rollout controller, which streams groups of trajectory workflows to it within the staleness
  * bound, and trains each batch on the trainer queue as soon as it is in.
  */
-import { trainingInputOf } from '../../client/session';
+import { trainingInputOf } from '../../client/launch';
 import { rolloutIdOf } from '../../src/core/ids';
 import { trainingWorkflow } from '../../workflows/training';
 import type { RunContext } from './runContext';

@@ -7,7 +7,7 @@
  * The trainer is called in-process rather than through a workflow (trajflow has no workflow that
  * only trains); a Temporal activity round trip would add milliseconds to steps of seconds.
  */
-import { episodeSpecOf } from '../../client/session';
+import { episodeSpecOf } from '../../client/launch';
 import { groupIdOf } from '../../src/core/ids';
 import type { GroupSummary } from '../../src/core/records';
 import { rolloutWorkflow } from '../../workflows/rollout';

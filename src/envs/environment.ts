@@ -23,8 +23,8 @@ export interface StepResult<Obs> {
   /**
    * A cost (>= 0; absent or 0: none) charged to this action alone, kept apart from `reward`: a
    * move the task forbids, like stepping into a hole. It is no part of the episode's return, so it
-   * never changes whether the task was solved nor the episode-level advantage; step-level credit
-   * (`trainer.stepAdvantage`) charges it to the turn that took the action, and to no other.
+   * never changes whether the task was solved nor the episode-level advantage; per-turn credit
+   * (`trainer.turnCredit`) charges it to the turn that took the action, and to no other.
    */
   penalty?: number;
   /**

@@ -11,7 +11,7 @@ import type { Logger } from '../log';
 import { serverLocksDir } from '../store/runLayout';
 import { EmbeddedProvider } from './embeddedProvider';
 
-export async function createProvider(config: RunConfig, logger?: Logger): Promise<InferenceProvider> {
+export async function createProvider(config: Pick<RunConfig, 'inference' | 'model' | 'dataDir'>, logger?: Logger): Promise<InferenceProvider> {
   const { backend, servers, requestTimeoutS, maxBatch } = config.inference;
   if (backend !== 'embedded') return createHttpProvider({ backend, servers, requestTimeoutS, syncLockDir: serverLocksDir(config.dataDir), logger });
   const { seed, checkpoint, path: _path, ...architecture } = config.model;

@@ -10,7 +10,7 @@ import { newDataMarker } from '../../src/store/dataMarker';
 import { sealRecord } from '../../src/store/files';
 import { dataMarkerFile } from '../../src/store/runLayout';
 import type { RunConfig } from '../../config/schema';
-import { trainingInputOf } from '../../client/session';
+import { trainingInputOf } from '../../client/launch';
 import type { TrainingInput } from '../../workflows/types';
 
 export function testAddress(): string {

@@ -5,7 +5,7 @@
  */
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { testAddress, testConfig } from './harness';
-import { episodeSpecOf } from '../../client/session';
+import { episodeSpecOf } from '../../client/launch';
 import { createLogger, installTemporalLogging } from '../../src/log';
 import { traceSinks } from '../../src/trace/sinks';
 import type { RunConfig } from '../../config/schema';

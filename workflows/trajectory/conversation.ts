@@ -36,7 +36,7 @@ export class Conversation {
     this.show(`turn ${this.last.turn}: the environment is taking the answer`);
   }
 
-  stepped(outcome: TurnOutcome): void {
+  answerTaken(outcome: TurnOutcome): void {
     this.last.outcome = outcomeText(outcome);
   }
 

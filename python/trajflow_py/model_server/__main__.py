@@ -22,8 +22,9 @@ import threading
 # No model hub is reachable: transformers must never try the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# OpenMP's default active spin-waiting makes torch's threads fight any other busy process for the
-# cores: measured on 2 shared cores, a decode step took 5x longer than with passive waiting.
+# OpenMP's default active spin-waiting keeps torch's idle threads running between parallel regions:
+# on cores shared with other busy processes they take CPU time from the threads that have work,
+# which slows every decode step. Passive waiting puts idle threads to sleep instead.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402

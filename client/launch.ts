@@ -1,6 +1,6 @@
 /**
- * What `trajflow run` and `trajflow train` share: the run id, the local stack (dev server and
- * in-process workers) when --local is given, and a client connection.
+ * A run's launch, what `trajflow run` and `trajflow train` share: the run id, the local stack (dev
+ * server, model servers and in-process workers) when --local is given, and a client connection.
  */
 import { setMaxListeners } from 'node:events';
 import { promises as fs } from 'node:fs';
@@ -18,11 +18,11 @@ import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
 import { startLocalModelServers } from './modelServers';
 import { configFileOf, listOpenRuns, openRunNotice } from './openRuns';
-import { taskQueuesOf } from '../workers/taskQueues';
+import { taskQueuesOf, type QueueScopedConfig } from '../workers/taskQueues';
 import type { EpisodeSpec, TrainingInput } from '../workflows/types';
 
-export function defaultRunId(config: RunConfig, now = new Date()): string {
-  return `${config.run.name}-${now
+export function defaultRunId(runName: string, now = new Date()): string {
+  return `${runName}-${now
     .toISOString()
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z')}`;
@@ -58,7 +58,7 @@ export function trainingInputOf(config: RunConfig, runId: string): TrainingInput
 }
 
 /** Starts the dev server of `config.dataDir` where a `--local` run needs it, or finds it running with trajflow's settings. */
-export async function startLocalDevServer(config: RunConfig, logger: Logger): Promise<void> {
+export async function startLocalDevServer(config: Pick<RunConfig, 'temporal' | 'dataDir'>, logger: Logger): Promise<void> {
   const target = resolveTemporal(config.temporal);
   const server = await startDevServer({ dataDir: config.dataDir, port: portOf(target), namespace: target.namespace, log: (line) => logger.info(line) });
   logger.info({ address: server.address, namespace: target.namespace, webUi: server.uiUrl }, 'Temporal dev server ready');
@@ -136,13 +136,14 @@ export interface RunOptions<Status> {
   signal?: AbortSignal;
 }
 
-export interface Session {
+/** What `openLaunch` readies for a run: the run's workflow is then started or followed over `client`. */
+export interface Launch {
   runId: string;
   /** The run is open already (an earlier command left it so): follow it, do not start it. */
   resuming: boolean;
   layout: RunLayout;
   client: Client;
-  /** The in-process rollout workers of a --local session. */
+  /** The in-process rollout workers of a --local launch. */
   workers?: RunningWorkers;
   /**
    * Closes the connection and shuts the in-process workers down (in-flight activities finish or
@@ -151,9 +152,9 @@ export interface Session {
   close(graceMs?: number): Promise<void>;
 }
 
-export async function openSession(config: RunConfig, options: Pick<RunOptions<unknown>, 'runId' | 'local' | 'configFile' | 'logger'>): Promise<Session> {
+export async function openLaunch(config: RunConfig, options: Pick<RunOptions<unknown>, 'runId' | 'local' | 'configFile' | 'logger'>): Promise<Launch> {
   const { logger } = options;
-  const runId = options.runId ?? defaultRunId(config);
+  const runId = options.runId ?? defaultRunId(config.run.name);
   const target = resolveTemporal(config.temporal);
   if (options.local) await startLocalDevServer(config, logger);
   const connection = await connectClient(target);
@@ -194,7 +195,7 @@ export async function openSession(config: RunConfig, options: Pick<RunOptions<un
  * whether this config's workers serve them, and how to resume or end each (client/openRuns.ts).
  * Best effort: a server whose visibility cannot list them does not hold the run up.
  */
-async function warnOfOpenRuns(client: Client, config: RunConfig, runId: string, options: { configFile?: string; logger: Logger }): Promise<void> {
+async function warnOfOpenRuns(client: Client, config: QueueScopedConfig, runId: string, options: { configFile?: string; logger: Logger }): Promise<void> {
   const own = { workflowsQueue: taskQueuesOf(config).workflows, configFile: options.configFile && path.resolve(options.configFile) };
   try {
     for (const run of await listOpenRuns(client)) if (run.runId !== runId) options.logger.warn(openRunNotice(run, own));
@@ -214,7 +215,7 @@ export class OpenRunElsewhereError extends Error {
  * model, plugin modules or data directory: workers/taskQueues.ts) is refused with the config to
  * resume it with.
  */
-async function isOpenHere(client: Client, runId: string, config: RunConfig): Promise<boolean> {
+async function isOpenHere(client: Client, runId: string, config: QueueScopedConfig): Promise<boolean> {
   const description = await client.workflow
     .getHandle(runId)
     .describe()
