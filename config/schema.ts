@@ -346,6 +346,29 @@ export const CheckpointRetentionSchema = z.strictObject({
   keepEvery: z.number().int().nonnegative().default(0),
 });
 
+/**
+ * The Python trainer over several processes and hosts (torch.distributed, started by torchrun): the
+ * model sharded over every rank with FSDP2, each rank training its share of every batch. Rank 0
+ * alone polls Temporal; every host runs `trajflow worker --role trainer` with the same config, and
+ * each starts its `processes` ranks. All hosts mount `dataDir` at the same path (each rank writes
+ * its slice of the optimizer state there).
+ */
+export const DistributedTrainerSchema = z
+  .strictObject({
+    /** Ranks on each host: one per GPU (NCCL), or a few on a CPU host (gloo). 1 with one host: a single process, no torchrun. */
+    processes: positiveInt.default(1),
+    /** Hosts the trainer spans; with more than 1, `rendezvous` names where they meet. */
+    hosts: positiveInt.default(1),
+    /** `host:port` of torchrun's c10d rendezvous (the port free on that host) when hosts > 1. */
+    rendezvous: z.string().min(1).optional(),
+    /** Times torchrun restarts every rank after one of them fails (a step in flight is retried from its base version). */
+    maxRestarts: z.number().int().nonnegative().default(3),
+  })
+  .refine((d) => d.hosts === 1 || d.rendezvous !== undefined, {
+    message: 'hosts > 1 needs rendezvous (host:port of the c10d rendezvous)',
+    path: ['rendezvous'],
+  });
+
 export const TrainerConfigSchema = z.strictObject({
   /** How a group's rewards become each trajectory's advantage: `grpo` (r - mean) / (std + eps), `rloo` r minus the mean of the others, `drgrpo` r - mean. */
   advantage: z.enum(['grpo', 'rloo', 'drgrpo']).default('grpo'),
@@ -431,10 +454,22 @@ export const TrainerConfigSchema = z.strictObject({
   /** Which published versions stay on disk, and so how far the disk use of a long run grows. */
   checkpoints: CheckpointRetentionSchema.prefault({}),
   /**
-   * Parameter and compute dtype of the Python trainer of a real model (`model.path`): `float32`,
-   * or `bfloat16` (half the memory, faster on accelerators, logprobs further from the server's).
+   * Compute dtype of the Python trainer of a real model (`model.path`), and the dtype of the weights
+   * it publishes: `float32`, or `bfloat16` (matmuls in bfloat16, faster on accelerators; logprobs
+   * further from the server's). Parameters, gradients and AdamW's state stay float32 either way
+   * (the master weights): a small update of a bfloat16 weight would round away.
    */
   precision: z.enum(['float32', 'bfloat16']).default('float32'),
+  /**
+   * Python trainer of a real model: the most tokens one forward pass feeds, several sequences
+   * packed side by side (attention kept inside each); a longer sequence runs alone. 0: every
+   * sequence alone. Bigger packs use the hardware better and need more activation memory.
+   */
+  microBatchTokens: z.number().int().nonnegative().default(4096),
+  /** Python trainer of a real model: recompute each layer's activations in the backward pass (less memory, about a third more compute). */
+  activationCheckpointing: z.boolean().default(false),
+  /** Python trainer of a real model: its processes (ranks) and hosts. */
+  distributed: DistributedTrainerSchema.prefault({}),
 });
 
 export const EvalConfigSchema = z.strictObject({
@@ -539,6 +574,14 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'formatWarmupSteps'],
         message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
+      });
+    }
+    const { processes, hosts } = config.trainer.distributed;
+    if (config.model.path === undefined && (processes > 1 || hosts > 1)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'distributed'],
+        message: 'the embedded trainer runs in one process; trainer.distributed is for the Python trainer of a real model (model.path)',
       });
     }
     for (const { path, isSet } of EMBEDDED_TRAINER_ONLY) {

@@ -11,13 +11,18 @@ import { MANIFEST_FILE, verifyCheckpointFolder } from '../src/store/checkpointMa
 import { CorruptFileError, sha256Hex, writeJsonAtomically } from '../src/store/files';
 import { createLogger } from '../src/log';
 
-const FILES: Record<string, string> = { 'config.json': '{"model_type":"llama"}', 'model.safetensors': 'weights of the version', 'optimizer.pt': 'state' };
+const FILES: Record<string, string> = {
+  'config.json': '{"model_type":"llama"}',
+  'model.safetensors': 'weights of the version',
+  'trainer-state/__0_0.distcp': 'state',
+};
 
 /** A checkpoint folder as the trainer publishes it: its files and their manifest. */
 async function publish(folder: string, files = FILES): Promise<void> {
   await fs.mkdir(folder, { recursive: true });
   const manifest: Record<string, { bytes: number; sha256: string }> = {};
   for (const [name, text] of Object.entries(files)) {
+    await fs.mkdir(path.dirname(path.join(folder, name)), { recursive: true });
     await fs.writeFile(path.join(folder, name), text);
     manifest[name] = { bytes: Buffer.byteLength(text), sha256: sha256Hex(Buffer.from(text)) };
   }
@@ -36,11 +41,11 @@ async function reasonOf(folder: string): Promise<string> {
 describe('checkpoint manifests', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'trajflow-manifest-'));
 
-  it('passes an intact folder, and one whose optimizer state was removed on purpose', async () => {
+  it('passes an intact folder, and one whose trainer state (optimizer, master weights) was removed on purpose', async () => {
     const folder = path.join(root, 'intact');
     await publish(folder);
     await expect(verifyCheckpointFolder(folder)).resolves.toBeUndefined();
-    await fs.rm(path.join(folder, 'optimizer.pt'));
+    await fs.rm(path.join(folder, 'trainer-state'), { recursive: true });
     await expect(verifyCheckpointFolder(folder)).resolves.toBeUndefined();
   });
 

@@ -26,7 +26,7 @@ CORRUPT_GROUP_MESSAGE = "skipping a group with a corrupt stored file: it is not 
 def activities(tmp_path, model_dir) -> TrainerActivities:
     """The trainer activities on a fresh data directory, with version 0 of the run published."""
     settings = WorkerSettings.model_validate(settings_json(tmp_path / "data", model_dir))
-    activities = TrainerActivities(settings, Logger("test"), device=torch.device("cpu"))
+    activities = TrainerActivities(settings, Logger("test"))
     prepare = {"runId": RUN, "trainer": trainer_config(), "temperature": TEMPERATURE, "compatibility": COMPATIBILITY, "env": {}, "agent": {}}
     activities.prepare_policy(prepare)
     return activities

@@ -6,6 +6,7 @@ refused), directories published by one rename with a manifest checked on load.
 import hashlib
 import json
 import math
+import shutil
 import subprocess
 
 import pytest
@@ -130,26 +131,27 @@ def test_a_published_directory_is_checked_against_its_manifest(tmp_path):
 
     def fill(partial):
         (partial / "model.safetensors").write_bytes(b"\x01" * 1000)
-        (partial / "optimizer.pt").write_bytes(b"adam")
+        (partial / "trainer-state").mkdir()
+        (partial / "trainer-state" / "__0_0.distcp").write_bytes(b"adam")
         (partial / MANIFEST_FILE).write_bytes((base / MANIFEST_FILE).read_bytes())  # as copied from the base
 
     checkpoint = tmp_path / "v000001"
     publish_directory(checkpoint, fill)
     verify_directory(checkpoint)
-    # The optimizer state is dropped on purpose once no step resumes from this version.
-    (checkpoint / "optimizer.pt").unlink()
-    verify_directory(checkpoint, may_be_absent=("optimizer.pt",))
-    with pytest.raises(CorruptFileError, match=r"optimizer.pt is missing"):
+    # The trainer state is dropped on purpose once no step resumes from this version.
+    shutil.rmtree(checkpoint / "trainer-state")
+    verify_directory(checkpoint, may_be_absent_under="trainer-state")
+    with pytest.raises(CorruptFileError, match=r"trainer-state/__0_0.distcp is missing"):
         verify_directory(checkpoint)
 
     weights = checkpoint / "model.safetensors"
     with open(weights, "r+b") as out:
         out.truncate(600)
     with pytest.raises(CorruptFileError, match=rf"corrupt checkpoint {checkpoint}: model.safetensors has 600 bytes, the manifest says 1000$"):
-        verify_directory(checkpoint, may_be_absent=("optimizer.pt",))
+        verify_directory(checkpoint, may_be_absent_under="trainer-state")
     weights.write_bytes(b"\x01" * 999 + b"\x02")
     with pytest.raises(CorruptFileError, match=r"model.safetensors: checksum mismatch: it hashes to sha256 [0-9a-f]{64}, the manifest says [0-9a-f]{64}"):
-        verify_directory(checkpoint, may_be_absent=("optimizer.pt",))
+        verify_directory(checkpoint, may_be_absent_under="trainer-state")
 
 
 def test_a_directory_published_before_manifests_is_not_checked(tmp_path):

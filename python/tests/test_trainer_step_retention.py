@@ -28,7 +28,7 @@ def test_steps_delete_what_retention_no_longer_keeps(data_dir, model_dir):
     # v2 evaluated now goes; v4 awaits its own.
     assert published_versions(run) == [0, 4, 5]
     # The newest still holds what a resume reads: its optimizer state.
-    assert (checkpoint(data_dir, 5) / "optimizer.pt").is_file()
+    assert (checkpoint(data_dir, 5) / "trainer-state" / ".metadata").is_file()
 
 
 def test_without_retention_in_the_input_every_version_is_kept(data_dir, model_dir):

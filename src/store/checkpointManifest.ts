@@ -13,8 +13,11 @@ import { CorruptFileError, readJson } from './files';
 
 export const MANIFEST_FILE = 'trajflow-manifest.json';
 
-/** Files a manifest lists that may be removed on purpose since (the optimizer state of a version no step resumes from). */
-const MAY_BE_ABSENT = new Set(['optimizer.pt']);
+/**
+ * The subfolder of what only a resume reads (optimizer state, master weights: trainer/policy.py
+ * TRAINER_STATE_DIR): removed on purpose from a version no step resumes from, so its files may be absent.
+ */
+const TRAINER_STATE_PREFIX = 'trainer-state/';
 
 const ManifestSchema = z.object({
   files: z.record(z.string(), z.object({ bytes: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) })),
@@ -43,7 +46,7 @@ export async function verifyCheckpointFolder(folder: string): Promise<void> {
     const file = path.join(folder, name);
     const stat = await fs.stat(file).catch(() => undefined);
     if (!stat?.isFile()) {
-      if (MAY_BE_ABSENT.has(name)) continue;
+      if (name.startsWith(TRAINER_STATE_PREFIX)) continue;
       throw corrupt(`${name} is missing`);
     }
     if (stat.size !== expected.bytes) throw corrupt(`${name} has ${stat.size} bytes, the manifest says ${expected.bytes}`);

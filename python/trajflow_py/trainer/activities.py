@@ -15,20 +15,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import torch
 from temporalio import activity
 from torch import Tensor
 
 from .batch import LoadedBatch, load_batch
 from .cancellation import cancellation_deferred
 from .compatibility import refuse_if_incompatible
+from .distributed import Ranks
 from .failures import invalid_config
 from .files import append_json_line, publish_directory, read_json, write_json_atomically
 from .heartbeat import heartbeating
 from .inputs import PrepareInput, RunScoped, TrainerConfig, TrainStepInput
 from .layout import RunLayout
+from .lockstep import Leader
 from .log import Logger, now_ms
-from .policy import copy_model_dir, default_device, drop_optimizer_state
+from .policy import copy_model_dir, default_device, drop_trainer_state
 from .policy_trainer import NOTHING_TRAINED, PolicyTrainer, TrainMetrics
 from .retention import RetentionPolicy, describe_versions, ensure_room_for, folder_bytes, prune_checkpoints
 from .settings import WorkerSettings
@@ -71,8 +72,8 @@ def step_record(
 class HeldTrainer:
     """The trainer kept in memory between steps, and which run and version its weights are."""
 
-    def __init__(self, device: torch.device) -> None:
-        self._device = device
+    def __init__(self, leader: Leader) -> None:
+        self._leader = leader
         self._held: tuple[str, int, PolicyTrainer] | None = None
 
     def take(self, run: RunLayout, run_id: str, version: int, config: TrainerConfig, temperature: float) -> PolicyTrainer:
@@ -89,7 +90,7 @@ class HeldTrainer:
         if not checkpoint.is_dir():
             raise FileNotFoundError(f"run {run_id} has no checkpoint of version {version} ({checkpoint})")
         # The KL penalty's reference is the run's version 0: the policy RL started from.
-        return PolicyTrainer.load(checkpoint, run.checkpoint_dir(0), config, temperature, self._device)
+        return self._leader.load(checkpoint, run.checkpoint_dir(0), config, temperature)
 
     def advanced(self, run_id: str, version: int, trainer: PolicyTrainer) -> None:
         """`trainer` has just published `version`: the next step of the run starts from it."""
@@ -97,12 +98,14 @@ class HeldTrainer:
 
 
 class TrainerActivities:
-    def __init__(self, settings: WorkerSettings, logger: Logger, device: torch.device | None = None) -> None:
+    def __init__(self, settings: WorkerSettings, logger: Logger, leader: Leader | None = None) -> None:
+        """`leader`: the ranks this trainer runs on (by default this process alone, on its best device)."""
         self._data_dir = settings.data_dir
         self._model_path = settings.model_path
         self._compatibility = settings.compatibility
         self._logger = logger
-        self._held = HeldTrainer(device or default_device())
+        self.leader = leader or Leader(Ranks(device=default_device()), logger)
+        self._held = HeldTrainer(self.leader)
         self._utilization = UtilizationClock(settings.data_dir)
 
     def _parse(self, model: type[Model], raw: Any, activity_name: str) -> Model:
@@ -157,13 +160,13 @@ class TrainerActivities:
         # are published as the next version (one version per step is what admission and resume count on).
         if batch.samples:
             # The step's own rate: this trainer may have been held from an earlier step.
-            train, before = trainer.train_batch(batch.samples, learning_rate=input.trainer.learning_rate)
+            train, before = self.leader.train(trainer, batch.samples, input.trainer.learning_rate)
         else:
             train, before = NOTHING_TRAINED, []
         # Publish, metrics line, result: a cancellation (worker shutdown) waits until all are written.
         with cancellation_deferred():
             version = base + 1
-            publish_directory(run.checkpoint_dir(version), lambda partial: trainer.save(partial, run.checkpoint_dir(base)))
+            publish_directory(run.checkpoint_dir(version), lambda partial: self.leader.save(trainer, partial, run.checkpoint_dir(base)))
             self._held.advanced(run_id, version, trainer)
             ended_at = now_ms()
             utilization = self._utilization.interval_end(since, started_at, ended_at)
@@ -175,8 +178,8 @@ class TrainerActivities:
             append_json_line(run.metrics_file, metrics)
             write_json_atomically(result_file, output)
         # Step `step` is done for good, so nothing resumes from version `base` again: only the
-        # newest version needs its optimizer state (1 GB for a 135M model in float32).
-        drop_optimizer_state(run.checkpoint_dir(base))
+        # newest version needs its optimizer state (twice the float32 weights) and master weights.
+        drop_trainer_state(run.checkpoint_dir(base))
         self._prune(run, input)
         self._logger.info(
             "train step done",

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -256,12 +256,13 @@ def _write_manifest(folder: Path) -> None:
     manifest.write_bytes(seal_record({"files": files}))
 
 
-def verify_directory(folder: Path, may_be_absent: Collection[str] = ()) -> None:
+def verify_directory(folder: Path, may_be_absent_under: str | None = None) -> None:
     """
     Checks each file of a directory publish_directory published against its manifest (size, then
-    sha256); raises CorruptFileError naming the first that differs, or that is missing unless
-    `may_be_absent` names it (a file removed on purpose since). Files the manifest does not list
-    are not checked, nor is a directory without a manifest (published before manifests were).
+    sha256); raises CorruptFileError naming the first that differs, or that is missing unless it
+    lies under the subfolder `may_be_absent_under` (removed on purpose since). Files the manifest
+    does not list are not checked, nor is a directory without a manifest (published before
+    manifests were).
     """
     manifest = read_json(folder / MANIFEST_FILE)
     if manifest is None:
@@ -269,7 +270,7 @@ def verify_directory(folder: Path, may_be_absent: Collection[str] = ()) -> None:
     for name, expected in manifest["files"].items():
         file = folder / name
         if not file.is_file():
-            if name in may_be_absent:
+            if may_be_absent_under is not None and name.startswith(f"{may_be_absent_under}/"):
                 continue
             raise CorruptFileError("checkpoint", folder, f"{name} is missing")
         size = file.stat().st_size

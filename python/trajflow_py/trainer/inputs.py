@@ -2,7 +2,8 @@
 The activity inputs, as activities/trainer.ts declares them (PrepareInput, TrainStepInput) and as
 the training workflow sends them: the run's TrainerConfig fully parsed by config/schema.ts, so
 every field the trainer reads is required here and no default is repeated (the schema alone holds
-them) except `precision` and `checkpoints`, new, for workflows started before they existed. Ranges mirror the schema's.
+them) except the fields that came later (`precision`, `checkpoints`, `microBatchTokens`,
+`activationCheckpointing`), for workflows started before they existed. Ranges mirror the schema's.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class TrainerConfig(CamelModel):
     precision: Precision = "float32"
     #: None (a workflow started before retention existed): every version is kept.
     checkpoints: CheckpointRetention | None = None
+    #: Fed tokens packed into one forward pass; 0: each sequence alone (as before packing existed).
+    micro_batch_tokens: int = Field(default=0, ge=0)
+    activation_checkpointing: bool = False
 
 
 class GroupSummary(CamelModel):

@@ -2,10 +2,14 @@
 The trainer of a real model (the Python twin of src/rl/trainer.ts): a Hugging Face causal LM
 updated by AdamW on the clipped policy-gradient loss.
 
-Each sequence runs through the model at its own length, one backward pass per sequence, and the
-minibatch's gradient is their share-weighted sum (`share`): nothing is padded and memory stays
-that of one sequence's graph, exactly as the TypeScript trainer does it. Logits are projected at
-trained targets only, all the loss reads.
+Sequences run packed side by side, up to `microBatchTokens` fed tokens a forward pass (each alone
+where it is 0), one backward pass per pack, and the minibatch's gradient is the packs'
+share-weighted sum (`share`): nothing is padded, and memory stays that of one pack's graph.
+Logits are projected at trained targets only, all the loss reads. Over several processes
+(distributed.py) each rank runs its share of the packs on its slice of the sharded model.
+
+Precision: parameters, gradients and AdamW's moments are always float32 (the master weights);
+`bfloat16` runs the passes' matmuls in bfloat16 and publishes bfloat16 weights.
 """
 
 from __future__ import annotations
@@ -14,15 +18,27 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import Tensor
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.checkpoint.state_dict_loader import load as load_distributed
+from torch.distributed.checkpoint.state_dict_saver import save as save_distributed
 from transformers import PreTrainedModel
 
+from .distributed import Ranks, decoder_layers, local_part, shard
 from .files import verify_directory
 from .inputs import TrainerConfig
 from .loss import LossResult, policy_loss
-from .policy import OPTIMIZER_FILE, load_model, model_limits, save_checkpoint, target_logprobs
+from .packing import fed_length, pack_indices, packed_row, pad_rows
+from .policy import TRAINER_STATE_DIR, checkpoint_activations, computing, load_model, model_limits, row_logprobs, save_published
 from .samples import TrainingSample, assert_training_samples, masked_tokens
 
 
@@ -77,25 +93,27 @@ def split(items: list, parts: int) -> list[list]:
     return [items[(k * n) // parts : ((k + 1) * n) // parts] for k in range(parts)]
 
 
-def share(sample: TrainingSample, minibatch: list[TrainingSample], aggregation: str) -> float:
+def share(sample: TrainingSample, minibatch_tokens: int, minibatch_size: int, aggregation: str) -> float:
     """
     How much one sequence weighs in its minibatch's loss, as its share of the aggregation's
     denominator: its trained tokens for token-mean, one sequence otherwise. Summing share x
     loss(sequence) over the minibatch gives exactly loss(minibatch), for both aggregations.
     """
     if aggregation == "sequence-mean-token-mean":
-        return 1 / len(minibatch)
-    return masked_tokens([sample]) / masked_tokens(minibatch)
+        return 1 / minibatch_size
+    return masked_tokens([sample]) / minibatch_tokens
 
 
-def clip_by_global_norm(parameters: list[torch.nn.Parameter], max_norm: float) -> float:
+def clip_by_global_norm(parameters: list[torch.nn.Parameter], max_norm: float, ranks: Ranks) -> float:
     """
     Rescales the gradients so their global norm is at most `max_norm`; returns the norm before.
     Raises on a non-finite norm, which no update should apply.
     """
     grads = [p.grad for p in parameters if p.grad is not None]
-    # Global norm: ||g|| = sqrt(sum over tensors p of sum(g_p^2)), summed in float32 (bfloat16 grads too)
-    norm = math.sqrt(sum(float(g.float().pow(2).sum()) for g in grads))
+    # Global norm: ||g|| = sqrt(sum over tensors p of sum(g_p^2)), summed in float32 (bfloat16 grads
+    # too), each rank over the slice of every tensor it holds, then over ranks.
+    (squares,) = ranks.sum([sum(float(local_part(g).float().pow(2).sum()) for g in grads)])
+    norm = math.sqrt(squares)
     if not math.isfinite(norm):
         raise FloatingPointError(f"non-finite gradient norm ({norm}); the weights were not updated")
     # Clipping: g <- g * min(1, maxNorm / ||g||)  (exactly; torch's clip_grad_norm_ adds 1e-6 to ||g||)
@@ -105,14 +123,44 @@ def clip_by_global_norm(parameters: list[torch.nn.Parameter], max_norm: float) -
     return norm
 
 
-def adamw(model: PreTrainedModel, config: TrainerConfig) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, config: TrainerConfig) -> torch.optim.AdamW:
     # weight_decay 0: the TypeScript trainer's optimizer is plain Adam, and AdamW without decay is
     # exactly Adam (same moments, bias corrections and eps placement); betas torch's = Adam's usual.
     return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
 
 
+def assign_packs(samples: list[TrainingSample], packs: list[list[int]], ranks: Ranks) -> list[list[int] | None]:
+    """
+    This rank's share of a minibatch's packs, balanced by fed tokens (the largest pack to the least
+    loaded rank), padded with None to as many as the busiest rank has: every rank must run as many
+    passes, since each pass of a sharded model gathers weights from all of them.
+    """
+    if not ranks.distributed:
+        return list(packs)
+    loads = [0] * ranks.world
+    owned: list[list[int]] = [[] for _ in range(ranks.world)]
+    sizes = [sum(fed_length(samples[i]) for i in pack) for pack in packs]
+    for p in sorted(range(len(packs)), key=lambda p: -sizes[p]):
+        rank = min(range(ranks.world), key=lambda r: loads[r])
+        loads[rank] += sizes[p]
+        owned[rank].append(p)
+    passes = max(len(mine) for mine in owned)
+    mine: list[list[int] | None] = [packs[p] for p in sorted(owned[ranks.rank])]
+    return mine + [None] * (passes - len(mine))
+
+
+def tied_aliases(model: torch.nn.Module) -> set[str]:
+    """Parameter names that name a parameter already named earlier (as a tied output head does)."""
+    every = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    return every - {name for name, _ in model.named_parameters()}
+
+
 def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000
+
+
+def _behaviour(sample: TrainingSample, device: torch.device) -> Tensor:
+    return torch.tensor([sample.behaviour_logprobs[t + 1] for t in sample.trained_targets()], device=device, dtype=torch.float32)
 
 
 class PolicyTrainer:
@@ -122,6 +170,7 @@ class PolicyTrainer:
         optimizer: torch.optim.Optimizer,
         config: TrainerConfig,
         temperature: float,
+        ranks: Ranks | None = None,
         reference: PreTrainedModel | None = None,
     ) -> None:
         if config.loss.beta > 0 and reference is None:
@@ -130,67 +179,121 @@ class PolicyTrainer:
         self.optimizer = optimizer
         self.config = config
         self.temperature = temperature
+        self.ranks = ranks or Ranks()
         self.reference = reference
+        self.limits = model_limits(model)
+        #: Names of parameters that are another's (tied embeddings): a gathered state dict holds
+        #: them as copies, which the published weights must not repeat.
+        self.aliases = tied_aliases(model)
 
     @classmethod
-    def load(cls, checkpoint: Path, reference: Path, config: TrainerConfig, temperature: float, device: torch.device) -> PolicyTrainer:
+    def load(cls, checkpoint: Path, reference: Path, config: TrainerConfig, temperature: float, ranks: Ranks) -> PolicyTrainer:
         """
-        The trainer at a checkpoint: its weights and its optimizer state (a fresh AdamW where it
-        has none, as version 0), and the reference policy (version 0) when the loss has a KL term.
-        Each directory is checked against its manifest first (CorruptFileError if it differs).
+        The trainer at a checkpoint, on every rank: its weights, its master weights and optimizer
+        state (a fresh AdamW where it has none, as version 0), and the reference policy (version 0)
+        when the loss has a KL term. Each directory is checked against its manifest first
+        (CorruptFileError if it differs).
         """
-        # The optimizer state of a version no step resumes from is removed on purpose (drop_optimizer_state).
-        verify_directory(checkpoint, may_be_absent=(OPTIMIZER_FILE,))
-        model = load_model(checkpoint, config.precision, device)
+        # The trainer state of a version no step resumes from is removed on purpose (drop_trainer_state).
+        verify_directory(checkpoint, may_be_absent_under=TRAINER_STATE_DIR)
+        model = cls._placed(load_model(checkpoint), config, ranks)
         optimizer = adamw(model, config)
-        state_file = checkpoint / OPTIMIZER_FILE
-        if state_file.exists():
-            optimizer.load_state_dict(torch.load(state_file, map_location=device, weights_only=True))
-            # load_state_dict restores the saved hyperparameters too: the run's config rules.
+        state_dir = checkpoint / TRAINER_STATE_DIR
+        if state_dir.is_dir():
+            load_trainer_state(model, optimizer, state_dir, config.precision)
+            # The saved hyperparameters come back too: the run's config rules.
             for group in optimizer.param_groups:
                 group.update(lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
         ref_model = None
         if config.loss.beta > 0:
-            verify_directory(reference, may_be_absent=(OPTIMIZER_FILE,))
-            ref_model = load_model(reference, config.precision, device).requires_grad_(False)
-        return cls(model, optimizer, config, temperature, ref_model)
+            verify_directory(reference, may_be_absent_under=TRAINER_STATE_DIR)
+            ref_model = cls._placed(load_model(reference).requires_grad_(False), config, ranks)
+        return cls(model, optimizer, config, temperature, ranks, ref_model)
+
+    @staticmethod
+    def _placed(model: PreTrainedModel, config: TrainerConfig, ranks: Ranks) -> PreTrainedModel:
+        """The model on this rank's device: sharded over the ranks where there are several."""
+        if config.activation_checkpointing:
+            checkpoint_activations(model, decoder_layers(model))
+        if ranks.distributed:
+            shard(model, ranks)
+        else:
+            # transformers wraps PreTrainedModel.to with functools.wraps, which mypy reads as an unbound method.
+            model.to(ranks.device)  # type: ignore[arg-type]
+        return model
 
     def save(self, dest: Path, base: Path) -> None:
-        """A checkpoint directory of the current weights and optimizer state (`base`: its tokenizer's)."""
-        save_checkpoint(self.model, self.optimizer, base, dest)
+        """
+        Writes a checkpoint directory, every rank taking part: the published weights (the leader
+        writes them, in the run's precision, with `base`'s tokenizer) and the state a resume reads.
+        """
+        full = cast(dict[str, Tensor], get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
+        if self.ranks.leader:
+            published = {name: tensor for name, tensor in full.items() if name not in self.aliases}
+            save_published(self.model, published, self.config.precision, base, dest)
+        del full
+        save_trainer_state(self.model, self.optimizer, dest / TRAINER_STATE_DIR, self.config.precision)
 
-    def score(self, sample: TrainingSample) -> Tensor:
-        """The current policy's logprobs of the sample's trained tokens (no gradient)."""
+    def _logprobs(self, model: torch.nn.Module, pack: list[TrainingSample] | None) -> list[Tensor]:
+        """The logprobs of each packed sample's trained tokens; for no pack, of a stand-in token
+        (a pass this rank makes so that its weight gathers match the other ranks')."""
+        row = packed_row(pack if pack is not None else [STAND_IN], self.ranks.device)
+        with computing(self.config.precision, self.ranks.device):
+            return row_logprobs(model, row, self.temperature)
+
+    def score(self, samples: list[TrainingSample]) -> list[Tensor]:
+        """The current policy's logprobs of each sample's trained tokens (no gradient), the passes shared among the ranks."""
+        scored: dict[int, Tensor] = {}
         with torch.no_grad():
-            return target_logprobs(self.model, sample.ids, sample.trained_targets(), self.temperature)
+            for pack in assign_packs(samples, pack_indices(samples, list(range(len(samples))), self.config.micro_batch_tokens), self.ranks):
+                logprobs = self._logprobs(self.model, None if pack is None else [samples[i] for i in pack])
+                if pack is not None:
+                    scored.update((i, lp.cpu()) for i, lp in zip(pack, logprobs, strict=True))
+        return self._everyones(scored, len(samples))
 
-    def _backward(self, sample: TrainingSample, weight: float, old: Tensor | None) -> tuple[Tensor, LossResult]:
+    def _everyones(self, mine: dict[int, Tensor], count: int) -> list[Tensor]:
+        merged: dict[int, Tensor] = {}
+        for part in self.ranks.gather(mine):
+            merged.update(part)
+        return [merged[i] for i in range(count)]
+
+    def _backward(
+        self, samples: list[TrainingSample], pack: list[int] | None, weight: float, old: list[Tensor | None]
+    ) -> tuple[list[Tensor], LossResult | None]:
         """
-        Adds weight x the gradient of the sample's loss to the parameters' gradients; returns the
-        sample's logprobs (detached) and its loss result. `old`: its logprobs before the step's
-        first update, None where no update came before this pass (then this pass's own are).
+        Adds weight x the gradient of the pack's loss to the parameters' gradients; returns each
+        sample's logprobs (detached) and the pack's loss result. `old`: each sample's logprobs before
+        the step's first update, None where no update came before this pass (then this pass's own
+        are). No pack: a pass of no weight, for the lock-step of the ranks.
         """
-        device = self.model.device
-        targets = sample.trained_targets()
-        logprobs = target_logprobs(self.model, sample.ids, targets, self.temperature)
-        old_logprobs = logprobs.detach() if old is None else old
-        behaviour = torch.tensor([sample.behaviour_logprobs[t + 1] for t in targets], device=device, dtype=torch.float32)
+        device = self.ranks.device
+        packed = None if pack is None else [samples[i] for i in pack]
+        logprobs = self._logprobs(self.model, packed)
         ref = None
         if self.reference is not None:
             with torch.no_grad():
-                ref = target_logprobs(self.reference, sample.ids, targets, self.temperature)[None]
-        advantage = torch.tensor([sample.advantage], device=device, dtype=torch.float32)
-        # One row, every position a trained target: the mask is all ones.
-        ones = torch.ones_like(behaviour)[None]
-        result = policy_loss(logprobs[None], behaviour[None], ones, advantage, self.config.loss, ref, old_logprobs[None])
-        (result.loss * weight).backward()
-        return logprobs.detach(), result
+                ref = self._logprobs(self.reference, packed)
+        if packed is None:
+            (logprobs[0].sum() * 0.0).backward()
+            return [], None
+        behaviour = [_behaviour(sample, device) for sample in packed]
+        olds = [lp.detach() if o is None else o.to(device) for lp, o in zip(logprobs, old, strict=True)]
+        advantages = torch.tensor([sample.advantage for sample in packed], device=device, dtype=torch.float32)
+        mask = pad_rows([torch.ones_like(b) for b in behaviour])
+        result = policy_loss(
+            pad_rows(logprobs), pad_rows(behaviour), mask, advantages, self.config.loss, None if ref is None else pad_rows(ref), pad_rows(olds)
+        )
+        # x world: FSDP averages the ranks' gradients, and their weighted sum is the minibatch's.
+        (result.loss * (weight * self.ranks.world)).backward()
+        return [lp.detach().cpu() for lp in logprobs], result
 
     def train_batch(self, samples: list[TrainingSample], *, learning_rate: float | None = None) -> tuple[TrainMetrics, list[Tensor | None]]:
         """
         One RL update on `samples`: split into `optimizerStepsPerBatch` contiguous minibatches, one
         AdamW step each, so later minibatches see a policy that already moved (which is what the
-        importance ratio and its clipping are for).
+        importance ratio and its clipping are for). Each minibatch runs as packs of up to
+        `microBatchTokens` fed tokens, shared among the ranks; its gradient is the share-weighted sum
+        of the packs' (`share`), which is exactly the gradient of the minibatch's loss.
 
         Also returns the logprobs of each sample's trained tokens under the weights BEFORE the
         update (loss.tis weighs by them; the step's metrics compare them with the sampler's): the
@@ -204,8 +307,7 @@ class PolicyTrainer:
         `learning_rate`: this step's (a run's schedule moves it; the trainer outlives a step), by
         default the rate the optimizer has.
         """
-        vocab, max_context = model_limits(self.model)
-        assert_training_samples(samples, vocab, max_context)
+        assert_training_samples(samples, *self.limits)
         if learning_rate is not None:
             if not (math.isfinite(learning_rate) and learning_rate > 0):
                 raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate}")
@@ -213,42 +315,52 @@ class PolicyTrainer:
                 group["lr"] = learning_rate
         if self.config.loss.beta == 0 and all(sample.advantage == 0 for sample in samples):
             # Scored all the same: the step's metrics compare them with the sampler's every step.
-            return NOTHING_TRAINED, [self.score(sample) for sample in samples]
+            return NOTHING_TRAINED, list(self.score(samples))
         steps = self.config.optimizer_steps_per_batch
         if len(samples) < steps:
             raise ValueError(f"optimizerStepsPerBatch ({steps}) exceeds the batch's {len(samples)} samples")
         started = time.perf_counter()
+        aggregation = self.config.loss.aggregation
         minibatches = split(list(range(len(samples))), steps)
+        plans = [assign_packs(samples, pack_indices(samples, minibatch, self.config.micro_batch_tokens), self.ranks) for minibatch in minibatches]
         parameters = [p for p in self.model.parameters() if p.requires_grad]
 
-        before: list[Tensor | None] = [None] * len(samples)
-        for i in (i for minibatch in minibatches[1:] for i in minibatch):
-            before[i] = self.score(samples[i])
+        before: dict[int, Tensor] = {}
+        with torch.no_grad():
+            for pack in (pack for plan in plans[1:] for pack in plan):
+                logprobs = self._logprobs(self.model, None if pack is None else [samples[i] for i in pack])
+                if pack is not None:
+                    before.update((i, lp.cpu()) for i, lp in zip(pack, logprobs, strict=True))
         forward_backward_ms = _ms_since(started)
         optimizer_ms = loss_sum = grad_norm_sum = 0.0
-        # Token-weighted sums of the per-sequence metric means.
+        # Token-weighted sums of the per-pack metric means, summed over ranks at the end.
         sums = {"clip_fraction": 0.0, "approx_kl": 0.0, "entropy": 0.0, "ref_kl": 0.0, "tis_weight": 0.0, "tis_capped_fraction": 0.0}
-        for k, minibatch in enumerate(minibatches):
+        for k, (minibatch, plan) in enumerate(zip(minibatches, plans, strict=True)):
             forward_started = time.perf_counter()
-            batch = [samples[i] for i in minibatch]
+            minibatch_tokens = masked_tokens([samples[i] for i in minibatch])
             self.optimizer.zero_grad(set_to_none=True)
-            for i in minibatch:
-                weight = share(samples[i], batch, self.config.loss.aggregation)
-                logprobs, result = self._backward(samples[i], weight, before[i])
+            for pack in plan:
+                weight = 0.0 if pack is None else sum(share(samples[i], minibatch_tokens, len(minibatch), aggregation) for i in pack)
+                logprobs, result = self._backward(samples, pack, weight, [before.get(i) for i in pack or []])
+                if result is None or pack is None:
+                    continue
                 if k == 0:
-                    before[i] = logprobs
+                    before.update(zip(pack, logprobs, strict=True))
                 loss_sum += float(result.loss.detach()) * weight / steps
-                tokens = len(logprobs)
+                tokens = sum(len(lp) for lp in logprobs)
                 for name in sums:
                     value = getattr(result, name)
                     sums[name] += 0.0 if value is None else float(value) * tokens
             optimizer_started = time.perf_counter()
-            grad_norm_sum += clip_by_global_norm(parameters, self.config.max_grad_norm)
+            grad_norm_sum += clip_by_global_norm(parameters, self.config.max_grad_norm, self.ranks)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             optimizer_ms += _ms_since(optimizer_started)
             forward_backward_ms += (optimizer_started - forward_started) * 1000
 
+        names = list(sums)
+        loss_sum, *totals = self.ranks.sum([loss_sum, *(sums[name] for name in names)])
+        sums = dict(zip(names, totals, strict=True))
         tokens = masked_tokens(samples)
         metrics = TrainMetrics(
             loss=loss_sum,
@@ -265,4 +377,27 @@ class PolicyTrainer:
             forward_backward_ms=forward_backward_ms,
             optimizer_ms=optimizer_ms,
         )
-        return metrics, before
+        return metrics, list(self._everyones(before, len(samples)))
+
+
+#: What a rank with no pack left feeds (its loss weighs 0).
+STAND_IN = TrainingSample(ids=[0, 0], loss_mask=[0, 1], behaviour_logprobs=[None, 0.0], policy_versions=[-1, 0], advantage=0.0)
+
+
+def save_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, precision: str) -> None:
+    """AdamW's state (and the float32 master weights, where the published ones are rounded to bfloat16), each rank its slice."""
+    state: dict = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+    if precision != "float32":
+        state["model"] = get_model_state_dict(model)
+    save_distributed(state, checkpoint_id=folder)
+
+
+def load_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, precision: str) -> None:
+    """What save_trainer_state wrote, into this rank's slices (any number of ranks may have written it)."""
+    state: dict = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+    if precision != "float32":
+        state["model"] = get_model_state_dict(model)
+    load_distributed(state, checkpoint_id=folder)
+    if "model" in state:
+        set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])

@@ -24,6 +24,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
@@ -33,7 +34,12 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from .log import Logger, configure_logging
 from .settings import WorkerSettings, load_settings
 
+if TYPE_CHECKING:
+    from .distributed import Ranks
+
 PARENT_PID_ENV = "TRAJFLOW_PARENT_PID"
+#: Set by torchrun: more than 1, and this process is one rank of a distributed trainer.
+WORLD_SIZE_ENV = "WORLD_SIZE"
 PARENT_CHECK_S = 2.0
 GRACEFUL_SHUTDOWN_S = 15.0
 #: From the stop signal: past this, the process exits even if a step ignored its cancellation.
@@ -102,7 +108,8 @@ def deployment_config(settings: WorkerSettings) -> WorkerDeploymentConfig | None
     return WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED)
 
 
-async def serve(settings: WorkerSettings) -> int:
+async def serve(settings: WorkerSettings, ranks: Ranks | None) -> int:
+    """Polls Temporal for the trainer's activities, this process alone or as the leader of `ranks`."""
     stop = asyncio.Event()
     on_stop_signals(stop)
     # identity None: temporalio names the worker <pid>@<host>.
@@ -113,8 +120,9 @@ async def serve(settings: WorkerSettings) -> int:
     # Imported here, not at the top: torch and transformers take seconds to import, and a bad
     # settings file or an unreachable server should be reported at once.
     from .activities import TrainerActivities
+    from .lockstep import Leader
 
-    activities = TrainerActivities(settings, logger)
+    activities = TrainerActivities(settings, logger, None if ranks is None else Leader(ranks, logger))
     watcher = None
     parent_pid = int(os.environ.pop(PARENT_PID_ENV, "0") or 0)
     if parent_pid > 0:
@@ -137,6 +145,7 @@ async def serve(settings: WorkerSettings) -> int:
             logger.info("stopping: no new tasks; an in-flight step may finish", graceS=GRACEFUL_SHUTDOWN_S)
     if watcher is not None:
         watcher.cancel()
+    activities.leader.stop()
     logger.info("worker stopped")
     return 0
 
@@ -152,7 +161,21 @@ def main(argv: list[str]) -> int:
         logger.error(str(err))
         return 2
     try:
-        return asyncio.run(serve(settings))
+        if int(os.environ.get(WORLD_SIZE_ENV, "1")) == 1:
+            return asyncio.run(serve(settings, None))
+        # Imported only here, as in serve: torch takes seconds to import.
+        from .distributed import join_ranks, leave_ranks
+        from .lockstep import follow
+
+        ranks = join_ranks()
+        if ranks.leader:
+            code = asyncio.run(serve(settings, ranks))
+        else:
+            follow(ranks, logger)
+            code = 0
+        # Only on an orderly stop: after a failure, a peer may never reach the barrier of leaving.
+        leave_ranks(ranks)
+        return code
     except Exception:
         logger.error("the trainer worker failed", exc_info=True)
         return 1
