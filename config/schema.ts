@@ -519,6 +519,8 @@ export const EMBEDDED_TRAINER_ONLY: readonly { path: readonly string[]; isSet: (
   { path: ['trainer', 'turnCredit', 'allMoves'], isSet: (trainer) => trainer.turnCredit?.allMoves !== undefined },
   { path: ['trainer', 'turnCredit', 'costWeight'], isSet: (trainer) => (trainer.turnCredit?.costWeight ?? 0) > 0 },
   { path: ['trainer', 'maxUpdateKl'], isSet: (trainer) => trainer.maxUpdateKl !== undefined },
+  // A real model starts from its pretrained weights: the warm-up teaches the embedded model the answer format.
+  { path: ['trainer', 'formatWarmupSteps'], isSet: (trainer) => trainer.formatWarmupSteps > 0 },
 ];
 
 export const RunConfigSchema = z
@@ -568,13 +570,6 @@ export const RunConfigSchema = z
     }
     if (backend !== 'embedded' && servers.length === 0) {
       ctx.addIssue({ code: 'custom', path: ['inference', 'servers'], message: `inference.backend ${backend} needs at least one server URL` });
-    }
-    if (config.model.path !== undefined && config.trainer.formatWarmupSteps > 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['trainer', 'formatWarmupSteps'],
-        message: 'the format warm-up is for the embedded model: a real model (model.path) starts from its pretrained weights; set 0',
-      });
     }
     const { processes, hosts } = config.trainer.distributed;
     if (config.model.path === undefined && (processes > 1 || hosts > 1)) {

@@ -170,6 +170,23 @@ describe('run config', () => {
       expect(parseRunConfig({ env: { name: 'frozenlake' }, ...costOnly }).trainer.turnCredit?.costWeight).toBe(0.5);
     });
 
+    it('the format warm-up with a real model, and several trainer processes with the embedded model', () => {
+      expect(problemsOf(() => parseRunConfig({ ...realModel, trainer: { formatWarmupSteps: 4 } }))).toEqual([
+        'trainer.formatWarmupSteps: is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none: remove it',
+      ]);
+      expect(problemsOf(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { distributed: { processes: 2 } } }))).toEqual([
+        'trainer.distributed: the embedded trainer runs in one process; trainer.distributed is for the Python trainer of a real model (model.path)',
+      ]);
+      expect(problemsOf(() => parseRunConfig({ ...realModel, trainer: { distributed: { processes: 8, hosts: 2 } } }))).toEqual([
+        'trainer.distributed.rendezvous: hosts > 1 needs rendezvous (host:port of the c10d rendezvous)',
+      ]);
+      expect(parseRunConfig({ ...realModel, trainer: { distributed: { processes: 2 } } }).trainer.distributed).toEqual({
+        processes: 2,
+        hosts: 1,
+        maxRestarts: 3,
+      });
+    });
+
     it('a server URL without its scheme, saying what to write', () => {
       const servers = (list: string[]) => problemsOf(() => parseRunConfig({ ...realModel, inference: { backend: 'vllm', servers: list } }));
       expect(servers(['localhost:8000'])).toEqual(['inference.servers[0]: "localhost:8000" has no http:// or https://: write "http://localhost:8000"']);
