@@ -346,6 +346,20 @@ export const CheckpointRetentionSchema = z.strictObject({
   keepEvery: z.number().int().nonnegative().default(0),
 });
 
+export const LoraSchema = z.strictObject({
+  /** The adapter's rank r: each adapted matrix W gets W + (alpha / r) B A, with B [out, r] and A [r, in]. */
+  rank: positiveInt.default(16),
+  /** Scales the adapter's update by alpha / rank. */
+  alpha: positiveInt.default(32),
+  /** Names of the modules adapted (each module whose name ends with one of them), e.g. the attention and MLP projections of a Llama. */
+  targetModules: z.array(z.string().min(1)).min(1).default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
+  /**
+   * Dropout on the adapter's input during the training passes (never when scoring): it perturbs the
+   * importance ratio of the tokens it trains, so 0 keeps the ratio exact.
+   */
+  dropout: z.number().min(0).lt(1).default(0),
+});
+
 /**
  * The Python trainer over several processes and hosts (torch.distributed, started by torchrun): the
  * model sharded over every rank with FSDP2, each rank training its share of every batch. Rank 0
@@ -470,6 +484,13 @@ export const TrainerConfigSchema = z.strictObject({
   activationCheckpointing: z.boolean().default(false),
   /** Python trainer of a real model: its processes (ranks) and hosts. */
   distributed: DistributedTrainerSchema.prefault({}),
+  /**
+   * Python trainer of a real model: train a LoRA adapter (peft) instead of every weight. Each
+   * version publishes the adapter alone, which the servers load beside the base model
+   * (`model.path`) as a runtime LoRA adapter: a weight sync moves megabytes, not the model.
+   * Absent: full fine-tuning.
+   */
+  lora: LoraSchema.optional(),
 });
 
 export const EvalConfigSchema = z.strictObject({
@@ -570,6 +591,13 @@ export const RunConfigSchema = z
     }
     if (backend !== 'embedded' && servers.length === 0) {
       ctx.addIssue({ code: 'custom', path: ['inference', 'servers'], message: `inference.backend ${backend} needs at least one server URL` });
+    }
+    if (config.model.path === undefined && config.trainer.lora !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'lora'],
+        message: 'LoRA is for the Python trainer of a real model (model.path); the embedded trainer trains every weight',
+      });
     }
     const { processes, hosts } = config.trainer.distributed;
     if (config.model.path === undefined && (processes > 1 || hosts > 1)) {

@@ -170,7 +170,7 @@ describe('run config', () => {
       expect(parseRunConfig({ env: { name: 'frozenlake' }, ...costOnly }).trainer.turnCredit?.costWeight).toBe(0.5);
     });
 
-    it('the format warm-up with a real model, and several trainer processes with the embedded model', () => {
+    it('the format warm-up with a real model, and several trainer processes or LoRA with the embedded model', () => {
       expect(problemsOf(() => parseRunConfig({ ...realModel, trainer: { formatWarmupSteps: 4 } }))).toEqual([
         'trainer.formatWarmupSteps: is a setting of the embedded trainer; the Python trainer of a real model (model.path) has none: remove it',
       ]);
@@ -184,6 +184,15 @@ describe('run config', () => {
         processes: 2,
         hosts: 1,
         maxRestarts: 3,
+      });
+      expect(problemsOf(() => parseRunConfig({ env: { name: 'frozenlake' }, trainer: { lora: {} } }))).toEqual([
+        'trainer.lora: LoRA is for the Python trainer of a real model (model.path); the embedded trainer trains every weight',
+      ]);
+      expect(parseRunConfig({ ...realModel, trainer: { lora: { rank: 8 } } }).trainer.lora).toEqual({
+        rank: 8,
+        alpha: 32,
+        targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+        dropout: 0,
       });
     });
 

@@ -32,20 +32,23 @@ def train_on_ranks(processes: int, data_dir: Path, model_dir: Path, steps: list[
 
 
 def assert_same_weights(a: Path, b: Path) -> None:
-    left, right = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    """The published weights, full or the LoRA adapter."""
+    name = "adapter_model.safetensors" if (a / "adapter_model.safetensors").exists() else "model.safetensors"
+    left, right = load_file(a / name), load_file(b / name)
     assert left.keys() == right.keys()
     for name, tensor in left.items():
         torch.testing.assert_close(right[name], tensor, atol=2e-6, rtol=1e-4, msg=name)
 
 
-def test_two_ranks_train_as_one_process_and_a_resume_on_one_reads_their_state(data_dir, model_dir, tmp_path):
+@pytest.mark.parametrize("lora", [None, {"rank": 4, "alpha": 8, "targetModules": ["q_proj", "v_proj"], "dropout": 0.0}], ids=["full", "lora"])
+def test_two_ranks_train_as_one_process_and_a_resume_on_one_reads_their_state(data_dir, model_dir, tmp_path, lora):
     single = activities_for(data_dir, model_dir)
-    single.prepare_policy(prepare_input())
-    groups = sampled_store(data_dir, checkpoint(data_dir, 0))
+    single.prepare_policy(prepare_input(lora=lora))
+    groups = sampled_store(data_dir, model_dir)  # version 0 is the base model, full copy or zero adapter
     ranked = tmp_path / "ranked" / "data"
     shutil.copytree(data_dir, ranked)
     # Packs of one sequence: the two ranks each run one of the two trajectories.
-    steps = [step_input(step, groups, microBatchTokens=1) for step in (0, 1)]
+    steps = [step_input(step, groups, microBatchTokens=1, lora=lora) for step in (0, 1)]
 
     single.train_step(steps[0])
     single.train_step(steps[1])

@@ -13,11 +13,13 @@ and AdamW state in memory between steps and reloads them only when it is not at 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from torch import Tensor
 
+from .adapters import adapter_state, initial_adapter, save_adapter
 from .batch import LoadedBatch, load_batch
 from .cancellation import cancellation_deferred
 from .compatibility import refuse_if_incompatible
@@ -72,8 +74,9 @@ def step_record(
 class HeldTrainer:
     """The trainer kept in memory between steps, and which run and version its weights are."""
 
-    def __init__(self, leader: Leader) -> None:
+    def __init__(self, leader: Leader, base_model: Path) -> None:
         self._leader = leader
+        self._base_model = base_model
         self._held: tuple[str, int, PolicyTrainer] | None = None
 
     def take(self, run: RunLayout, run_id: str, version: int, config: TrainerConfig, temperature: float) -> PolicyTrainer:
@@ -90,7 +93,7 @@ class HeldTrainer:
         if not checkpoint.is_dir():
             raise FileNotFoundError(f"run {run_id} has no checkpoint of version {version} ({checkpoint})")
         # The KL penalty's reference is the run's version 0: the policy RL started from.
-        return self._leader.load(checkpoint, run.checkpoint_dir(0), config, temperature)
+        return self._leader.load(checkpoint, run.checkpoint_dir(0), self._base_model, config, temperature)
 
     def advanced(self, run_id: str, version: int, trainer: PolicyTrainer) -> None:
         """`trainer` has just published `version`: the next step of the run starts from it."""
@@ -105,7 +108,7 @@ class TrainerActivities:
         self._compatibility = settings.compatibility
         self._logger = logger
         self.leader = leader or Leader(Ranks(device=default_device()), logger)
-        self._held = HeldTrainer(self.leader)
+        self._held = HeldTrainer(self.leader, settings.model_path)
         self._utilization = UtilizationClock(settings.data_dir)
 
     def _parse(self, model: type[Model], raw: Any, activity_name: str) -> Model:
@@ -129,7 +132,7 @@ class TrainerActivities:
             return self.train(self._parse(TrainStepInput, raw, "trainStep"))
 
     def prepare(self, input: PrepareInput) -> dict:
-        """Version 0 of a run: a copy of the model directory, unless the run has checkpoints."""
+        """Version 0 of a run (a copy of the model directory, or with LoRA a fresh adapter of it), unless the run has checkpoints."""
         if input.trainer.format_warmup_steps > 0:
             raise invalid_config("trainer.formatWarmupSteps > 0: the format warm-up is for the embedded model; set it to 0 for a real model")
         run = RunLayout(self._data_dir, input.run_id)
@@ -137,8 +140,13 @@ class TrainerActivities:
         # Each step publishes exactly one version, so the latest version is the number of steps done.
         if latest is not None:
             return {"version": latest, "step": latest, **groups_taken_by(run, latest)}
-        publish_directory(run.checkpoint_dir(0), lambda partial: copy_model_dir(self._model_path, partial))
-        self._logger.info("published version 0", runId=input.run_id, model=str(self._model_path))
+        lora = input.trainer.lora
+        if lora is None:
+            publish_directory(run.checkpoint_dir(0), lambda partial: copy_model_dir(self._model_path, partial))
+        else:
+            adapter = initial_adapter(self._model_path, lora)
+            publish_directory(run.checkpoint_dir(0), lambda partial: save_adapter(adapter, adapter_state(adapter), self._model_path, partial))
+        self._logger.info("published version 0", runId=input.run_id, model=str(self._model_path), lora=lora is not None)
         return {"version": 0, "step": 0}
 
     def train(self, input: TrainStepInput) -> dict:

@@ -3,7 +3,7 @@ The activity inputs, as activities/trainer.ts declares them (PrepareInput, Train
 the training workflow sends them: the run's TrainerConfig fully parsed by config/schema.ts, so
 every field the trainer reads is required here and no default is repeated (the schema alone holds
 them) except the fields that came later (`precision`, `checkpoints`, `microBatchTokens`,
-`activationCheckpointing`), for workflows started before they existed. Ranges mirror the schema's.
+`activationCheckpointing`, `lora`), for workflows started before they existed. Ranges mirror the schema's.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ class CheckpointRetention(CamelModel):
     keep_every: int = Field(ge=0)
 
 
+class LoraSettings(CamelModel):
+    rank: int = Field(ge=1)
+    alpha: int = Field(ge=1)
+    target_modules: list[str] = Field(min_length=1)
+    dropout: float = Field(ge=0, lt=1)
+
+
 class TrainerConfig(CamelModel):
     advantage: AdvantageEstimator
     turn_credit: TurnCreditConfig | None = None
@@ -66,6 +73,8 @@ class TrainerConfig(CamelModel):
     #: Fed tokens packed into one forward pass; 0: each sequence alone (as before packing existed).
     micro_batch_tokens: int = Field(default=0, ge=0)
     activation_checkpointing: bool = False
+    #: None: every weight trains (full fine-tuning).
+    lora: LoraSettings | None = None
 
 
 class GroupSummary(CamelModel):

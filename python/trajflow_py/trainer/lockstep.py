@@ -26,7 +26,9 @@ from typing import Any, TypeVar
 
 from torch import Tensor
 
+from .adapters import checkpoint_problem
 from .distributed import Ranks
+from .failures import invalid_config
 from .inputs import TrainerConfig
 from .log import Logger
 from .policy_trainer import PolicyTrainer, TrainMetrics
@@ -45,8 +47,8 @@ class Operation:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-def _load(ranks: Ranks, checkpoint: Path, reference: Path, config: TrainerConfig, temperature: float) -> PolicyTrainer:
-    return PolicyTrainer.load(checkpoint, reference, config, temperature, ranks)
+def _load(ranks: Ranks, checkpoint: Path, reference: Path, base_model: Path, config: TrainerConfig, temperature: float) -> PolicyTrainer:
+    return PolicyTrainer.load(checkpoint, reference, base_model, config, temperature, ranks)
 
 
 def _leave(logger: Logger, what: str) -> None:
@@ -78,8 +80,12 @@ class Leader:
                 _leave(self._logger, f"the leader's part of '{operation.name}' failed")
                 raise
 
-    def load(self, checkpoint: Path, reference: Path, config: TrainerConfig, temperature: float) -> PolicyTrainer:
-        args: dict[str, Any] = {"checkpoint": checkpoint, "reference": reference, "config": config, "temperature": temperature}
+    def load(self, checkpoint: Path, reference: Path, base_model: Path, config: TrainerConfig, temperature: float) -> PolicyTrainer:
+        # Checked here first: a checkpoint the run cannot train from fails the step, and must not fail every rank at once.
+        problem = checkpoint_problem(checkpoint, config.lora)
+        if problem is not None:
+            raise invalid_config(problem)
+        args: dict[str, Any] = {"checkpoint": checkpoint, "reference": reference, "base_model": base_model, "config": config, "temperature": temperature}
         return self._run(Operation("load", args), lambda: _load(self.ranks, **args))
 
     def train(self, trainer: PolicyTrainer, samples: list[TrainingSample], learning_rate: float) -> tuple[TrainMetrics, list[Tensor | None]]:

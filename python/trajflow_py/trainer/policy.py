@@ -116,6 +116,11 @@ def save_published(model: PreTrainedModel, state_dict: dict[str, Tensor], precis
     # config: servers must read the dtype of the weights in the files.
     model.config.dtype = precision
     model.config.save_pretrained(dest)
+    copy_non_weight_files(base, dest)
+
+
+def copy_non_weight_files(base: Path, dest: Path) -> None:
+    """Every file of checkpoint `base` that is not weights (tokenizer, chat template) and that `dest` lacks."""
     written = {p.name for p in dest.iterdir()}
     for file in sorted(base.iterdir()):
         if file.is_file() and file.name not in written and not file.name.endswith(WEIGHT_SUFFIXES):

@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -33,6 +33,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as load_distribu
 from torch.distributed.checkpoint.state_dict_saver import save as save_distributed
 from transformers import PreTrainedModel
 
+from .adapters import adapter_dropout, adapter_state, load_adapter, save_adapter
 from .distributed import Ranks, decoder_layers, local_part, shard
 from .files import verify_directory
 from .inputs import TrainerConfig
@@ -126,7 +127,8 @@ def clip_by_global_norm(parameters: list[torch.nn.Parameter], max_norm: float, r
 def adamw(model: torch.nn.Module, config: TrainerConfig) -> torch.optim.AdamW:
     # weight_decay 0: the TypeScript trainer's optimizer is plain Adam, and AdamW without decay is
     # exactly Adam (same moments, bias corrections and eps placement); betas torch's = Adam's usual.
-    return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(trainable, lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
 
 
 def assign_packs(samples: list[TrainingSample], packs: list[list[int]], ranks: Ranks) -> list[list[int] | None]:
@@ -173,7 +175,8 @@ class PolicyTrainer:
         ranks: Ranks | None = None,
         reference: PreTrainedModel | None = None,
     ) -> None:
-        if config.loss.beta > 0 and reference is None:
+        """`reference`: the KL penalty's policy; with LoRA none is needed (the model with its adapter off is it)."""
+        if config.loss.beta > 0 and reference is None and config.lora is None:
             raise ValueError("loss.beta > 0 needs a reference policy")
         self.model = model
         self.optimizer = optimizer
@@ -181,31 +184,33 @@ class PolicyTrainer:
         self.temperature = temperature
         self.ranks = ranks or Ranks()
         self.reference = reference
+        self.has_reference = config.loss.beta > 0
         self.limits = model_limits(model)
         #: Names of parameters that are another's (tied embeddings): a gathered state dict holds
         #: them as copies, which the published weights must not repeat.
         self.aliases = tied_aliases(model)
 
     @classmethod
-    def load(cls, checkpoint: Path, reference: Path, config: TrainerConfig, temperature: float, ranks: Ranks) -> PolicyTrainer:
+    def load(cls, checkpoint: Path, reference: Path, base_model: Path, config: TrainerConfig, temperature: float, ranks: Ranks) -> PolicyTrainer:
         """
-        The trainer at a checkpoint, on every rank: its weights, its master weights and optimizer
-        state (a fresh AdamW where it has none, as version 0), and the reference policy (version 0)
-        when the loss has a KL term. Each directory is checked against its manifest first
-        (CorruptFileError if it differs).
+        The trainer at a checkpoint, on every rank: its weights (with LoRA: the base model
+        `base_model` and the checkpoint's adapter), its master weights and optimizer state (a fresh
+        AdamW where it has none, as version 0), and the reference policy (version 0) when the loss
+        has a KL term. Each directory is checked against its manifest first (CorruptFileError if it
+        differs).
         """
         # The trainer state of a version no step resumes from is removed on purpose (drop_trainer_state).
         verify_directory(checkpoint, may_be_absent_under=TRAINER_STATE_DIR)
-        model = cls._placed(load_model(checkpoint), config, ranks)
+        model = cls._placed(policy_at(checkpoint, base_model, config), config, ranks)
         optimizer = adamw(model, config)
         state_dir = checkpoint / TRAINER_STATE_DIR
         if state_dir.is_dir():
-            load_trainer_state(model, optimizer, state_dir, config.precision)
+            load_trainer_state(model, optimizer, state_dir, has_masters(config))
             # The saved hyperparameters come back too: the run's config rules.
             for group in optimizer.param_groups:
                 group.update(lr=config.learning_rate, eps=config.adam_epsilon, weight_decay=0.0)
         ref_model = None
-        if config.loss.beta > 0:
+        if config.loss.beta > 0 and config.lora is None:
             verify_directory(reference, may_be_absent_under=TRAINER_STATE_DIR)
             ref_model = cls._placed(load_model(reference).requires_grad_(False), config, ranks)
         return cls(model, optimizer, config, temperature, ranks, ref_model)
@@ -227,12 +232,17 @@ class PolicyTrainer:
         Writes a checkpoint directory, every rank taking part: the published weights (the leader
         writes them, in the run's precision, with `base`'s tokenizer) and the state a resume reads.
         """
-        full = cast(dict[str, Tensor], get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
-        if self.ranks.leader:
-            published = {name: tensor for name, tensor in full.items() if name not in self.aliases}
-            save_published(self.model, published, self.config.precision, base, dest)
-        del full
-        save_trainer_state(self.model, self.optimizer, dest / TRAINER_STATE_DIR, self.config.precision)
+        if self.config.lora is not None:
+            adapter = adapter_state(self.model)
+            if self.ranks.leader:
+                save_adapter(self.model, adapter, base, dest)
+        else:
+            full = cast(dict[str, Tensor], get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
+            if self.ranks.leader:
+                published = {name: tensor for name, tensor in full.items() if name not in self.aliases}
+                save_published(self.model, published, self.config.precision, base, dest)
+            del full
+        save_trainer_state(self.model, self.optimizer, dest / TRAINER_STATE_DIR, has_masters(self.config))
 
     def _logprobs(self, model: torch.nn.Module, pack: list[TrainingSample] | None) -> list[Tensor]:
         """The logprobs of each packed sample's trained tokens; for no pack, of a stand-in token
@@ -251,6 +261,15 @@ class PolicyTrainer:
                     scored.update((i, lp.cpu()) for i, lp in zip(pack, logprobs, strict=True))
         return self._everyones(scored, len(samples))
 
+    def _reference_logprobs(self, pack: list[TrainingSample] | None) -> list[Tensor]:
+        """The reference policy's logprobs (version 0): its own model, or with LoRA this one with its adapter off."""
+        with torch.no_grad():
+            if self.reference is not None:
+                return self._logprobs(self.reference, pack)
+            peft_model: Any = self.model
+            with peft_model.disable_adapter():
+                return self._logprobs(self.model, pack)
+
     def _everyones(self, mine: dict[int, Tensor], count: int) -> list[Tensor]:
         merged: dict[int, Tensor] = {}
         for part in self.ranks.gather(mine):
@@ -268,11 +287,9 @@ class PolicyTrainer:
         """
         device = self.ranks.device
         packed = None if pack is None else [samples[i] for i in pack]
-        logprobs = self._logprobs(self.model, packed)
-        ref = None
-        if self.reference is not None:
-            with torch.no_grad():
-                ref = self._logprobs(self.reference, packed)
+        with adapter_dropout(self.model, self.config.lora is not None and self.config.lora.dropout > 0):
+            logprobs = self._logprobs(self.model, packed)
+        ref = self._reference_logprobs(packed) if self.has_reference else None
         if packed is None:
             (logprobs[0].sum() * 0.0).backward()
             return [], None
@@ -367,7 +384,7 @@ class PolicyTrainer:
             clip_fraction=sums["clip_fraction"] / tokens,
             approx_kl=sums["approx_kl"] / tokens,
             entropy=sums["entropy"] / tokens,
-            ref_kl=sums["ref_kl"] / tokens if self.reference is not None else None,
+            ref_kl=sums["ref_kl"] / tokens if self.has_reference else None,
             tis_weight_mean=sums["tis_weight"] / tokens if self.config.loss.tis is not None else None,
             tis_capped_fraction=sums["tis_capped_fraction"] / tokens if self.config.loss.tis is not None else None,
             grad_norm=grad_norm_sum / steps,
@@ -384,18 +401,31 @@ class PolicyTrainer:
 STAND_IN = TrainingSample(ids=[0, 0], loss_mask=[0, 1], behaviour_logprobs=[None, 0.0], policy_versions=[-1, 0], advantage=0.0)
 
 
-def save_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, precision: str) -> None:
+def has_masters(config: TrainerConfig) -> bool:
+    """Whether the published weights are rounded (bfloat16 full weights): a resume then needs the float32
+    masters besides. A LoRA adapter is published in float32."""
+    return config.precision != "float32" and config.lora is None
+
+
+def policy_at(checkpoint: Path, base_model: Path, config: TrainerConfig) -> PreTrainedModel:
+    """The policy a checkpoint publishes: its full weights, or with LoRA the base model and the checkpoint's adapter."""
+    if config.lora is None:
+        return load_model(checkpoint)
+    return cast(PreTrainedModel, load_adapter(checkpoint, base_model))
+
+
+def save_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, with_masters: bool) -> None:
     """AdamW's state (and the float32 master weights, where the published ones are rounded to bfloat16), each rank its slice."""
     state: dict = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-    if precision != "float32":
+    if with_masters:
         state["model"] = get_model_state_dict(model)
     save_distributed(state, checkpoint_id=folder)
 
 
-def load_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, precision: str) -> None:
+def load_trainer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path, with_masters: bool) -> None:
     """What save_trainer_state wrote, into this rank's slices (any number of ranks may have written it)."""
     state: dict = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-    if precision != "float32":
+    if with_masters:
         state["model"] = get_model_state_dict(model)
     load_distributed(state, checkpoint_id=folder)
     if "model" in state:
