@@ -3,7 +3,7 @@ Command line: serve a Hugging Face causal LM directory over SGLang's HTTP API on
 device torch defaults to).
 
     python -m trajflow_py.model_server --model DIR --port P [--host 127.0.0.1] [--max-batch 16]
-        [--dtype float32|bfloat16] [--weight-version 0] [--threads N]
+        [--dtype float32|bfloat16] [--weight-version 0] [--threads N] [--enable-lora [--max-loras 8]]
 
 Prints "model server listening on http://HOST:PORT" once the model is loaded and the socket is
 bound (with --port 0 the kernel picks the port, and this line says which). Exits on SIGTERM /
@@ -32,10 +32,13 @@ import torch  # noqa: E402
 from .engine import Engine  # noqa: E402
 from .http_api import ModelServer, make_http_server  # noqa: E402
 from .loading import eos_token_ids, load_model, warm_up  # noqa: E402
+from .lora import LoraModel  # noqa: E402
 
 log = logging.getLogger("trajflow_py.model_server")
 
 PARENT_POLL_S = 2.0
+# SGLang's default for --max-loras-per-batch.
+DEFAULT_MAX_LORAS = 8
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,9 +51,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weight-version", default="0", help="reported as meta_info.weight_version until an update sets another")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = one per CPU core)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--enable-lora", action="store_true", help="serve peft LoRA adapters loaded at runtime (/load_lora_adapter)")
+    parser.add_argument(
+        "--max-loras",
+        type=int,
+        default=None,
+        help=f"most LoRA adapters loaded at once, beyond which a load is refused (default {DEFAULT_MAX_LORAS})",
+    )
     args = parser.parse_args(argv)
     if args.max_batch < 1:
         parser.error("--max-batch must be >= 1")
+    if args.max_loras is not None and not args.enable_lora:
+        parser.error("--max-loras needs --enable-lora")
+    if args.max_loras is None:
+        args.max_loras = DEFAULT_MAX_LORAS
+    if args.max_loras < 1:
+        parser.error("--max-loras must be >= 1")
     return args
 
 
@@ -93,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         eos_token_ids=eos_token_ids(model, tokenizer),
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
         max_context=int(getattr(model.config, "max_position_embeddings", 1 << 30)),
+        lora=LoraModel(model) if args.enable_lora else None,
+        max_loras=args.max_loras if args.enable_lora else 0,
     )
     app = ModelServer(engine, tokenizer, model, tokenizer_path=args.model)
     server = make_http_server(app, args.host, args.port)

@@ -15,6 +15,7 @@ keys / values tensors, [batch, kv_heads, seq, head_dim]).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -82,8 +83,11 @@ def select_rows(state: CacheState, rows: list[int]) -> CacheState:
 
 
 @torch.inference_mode()
-def prefill(model: torch.nn.Module, prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, CacheState]:
-    """Runs the prompts as one left-padded forward pass; returns each row's last logits [rows, vocab]."""
+def prefill(model: torch.nn.Module, prompts: list[list[int]], pad_id: int, forward_kwargs: dict[str, Any] | None = None) -> tuple[torch.Tensor, CacheState]:
+    """Runs the prompts as one left-padded forward pass; returns each row's last logits [rows, vocab].
+
+    forward_kwargs go to the model as they are (the rows' LoRA adapters).
+    """
     length = max(len(p) for p in prompts)
     ids = torch.tensor([[pad_id] * (length - len(p)) + p for p in prompts], dtype=torch.long)
     mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long)
@@ -97,12 +101,15 @@ def prefill(model: torch.nn.Module, prompts: list[list[int]], pad_id: int) -> tu
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
+        **(forward_kwargs or {}),
     )
     return out.logits[:, -1, :].float(), CacheState(out.past_key_values, mask)
 
 
 @torch.inference_mode()
-def decode_step(model: torch.nn.Module, state: CacheState, tokens: list[int], positions: list[int]) -> torch.Tensor:
+def decode_step(
+    model: torch.nn.Module, state: CacheState, tokens: list[int], positions: list[int], forward_kwargs: dict[str, Any] | None = None
+) -> torch.Tensor:
     """Feeds one token per row at its position, growing `state` in place; returns the next logits [rows, vocab]."""
     rows = len(tokens)
     state.mask = torch.cat([state.mask, torch.ones(rows, 1, dtype=state.mask.dtype)], dim=1)
@@ -112,6 +119,7 @@ def decode_step(model: torch.nn.Module, state: CacheState, tokens: list[int], po
         position_ids=torch.tensor(positions, dtype=torch.long)[:, None],
         past_key_values=state.cache,
         use_cache=True,
+        **(forward_kwargs or {}),
     )
     logits: torch.Tensor = out.logits
     return logits[:, -1, :].float()

@@ -52,11 +52,15 @@ class Client:
     def post(self, path: str, body: Any = None) -> Response:
         return self.request("POST", path, body if body is not None else {})
 
-    def generate(self, input_ids: list[int], return_logprob: bool = True, rid: str | None = None, **sampling: Any) -> dict[str, Any]:
-        """POST /generate; raises unless it answers 200."""
+    def generate(
+        self, input_ids: list[int], return_logprob: bool = True, rid: str | None = None, lora_path: str | None = None, **sampling: Any
+    ) -> dict[str, Any]:
+        """POST /generate (under the loaded LoRA adapter lora_path, if given); raises unless it answers 200."""
         body: dict[str, Any] = {"input_ids": input_ids, "sampling_params": sampling, "return_logprob": return_logprob}
         if rid is not None:
             body["rid"] = rid
+        if lora_path is not None:
+            body["lora_path"] = lora_path
         response = self.post("/generate", body)
         if response.status != 200:
             raise RuntimeError(f"/generate answered {response.status}: {response.body}")

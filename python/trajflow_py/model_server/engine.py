@@ -3,6 +3,7 @@ The scheduler: one thread that owns the model and runs continuous batching over 
 
 Each round, between forward passes, it
   1. answers requests aborted while waiting, and drops running rows that were aborted;
+     runs queued LoRA adapter loads / deletions (they change the model's modules, so only here);
   2. applies a pending weight update once no request is in flight (new requests wait meanwhile),
      so every request is sampled wholly by one weight version and reports it exactly;
   3. admits waiting requests up to --max-batch (prefilled as a group, then joined to the batch);
@@ -10,6 +11,11 @@ Each round, between forward passes, it
 
 HTTP handler threads only enqueue work and wait on a request's `done` event; everything they
 share with the scheduler is guarded by one condition variable.
+
+LoRA (with a LoraModel): a request names a loaded adapter at submission and holds it until it ends;
+rows of different adapters and of the base model share the batch, each row's forward pass running
+under its own adapter. An unload takes the name away at once (new requests naming it are refused)
+and deletes the adapter once the requests holding it have ended, as SGLang does.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from . import batch as kv
+from .lora import AdapterError, LoraModel
 from .protocol import SamplingRequest
 from .sampling import RowSampling, draw_uniform, sample_tokens
 from .weights import copy_weights
@@ -43,6 +51,35 @@ class DuplicateRequest(ValueError):
     """A rid that is already waiting or running."""
 
 
+class UnknownAdapter(ValueError):
+    """A request naming a LoRA adapter that is not loaded (or LoRA is not enabled)."""
+
+
+LORA_DISABLED = "LoRA is not enabled: the server was started without --enable-lora"
+
+
+@dataclass
+class _Adapter:
+    """A LoRA adapter under its client-given name."""
+
+    name: str
+    path: str
+    # peft's name for it; None while it is being loaded.
+    peft_name: str | None = None
+    # Requests waiting or running under it: it is deleted only once this is 0.
+    in_flight: int = 0
+
+
+@dataclass
+class _ModelTask:
+    """Work that changes the model's modules, run by the scheduler between forward passes."""
+
+    run: Callable[[], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
 @dataclass
 class Sequence:
     """One /generate request through its life in the engine."""
@@ -54,6 +91,8 @@ class Sequence:
     generator: torch.Generator
     stop_ids: frozenset[int]
     max_new_tokens: int
+    # The LoRA adapter the request runs under, None = the base model; held until the request ends.
+    adapter: _Adapter | None = None
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
     # SGLang's finish_reason object; None while running.
@@ -92,8 +131,13 @@ class Engine:
         eos_token_ids: frozenset[int],
         pad_token_id: int,
         max_context: int,
+        lora: LoraModel | None = None,
+        max_loras: int = 0,
     ):
         self.model = model
+        # None = LoRA disabled; then the model runs as given.
+        self.lora = lora
+        self.max_loras = max_loras
         self.max_batch = max_batch
         self.eos_token_ids = eos_token_ids
         self.pad_token_id = pad_token_id
@@ -108,6 +152,9 @@ class Engine:
         self._stopping = False
         self._weight_version = weight_version
         self._model_path = model_path
+        # LoRA adapters by client name (loaded or loading), in load order; unloaded ones leave at once.
+        self._adapters: dict[str, _Adapter] = {}
+        self._model_tasks: deque[_ModelTask] = deque()
 
         # Owned by the scheduler thread: the running rows, in batch order, and their cache.
         self._rows: list[Sequence] = []
@@ -137,8 +184,8 @@ class Engine:
         with self._cond:
             return self._model_path
 
-    def submit(self, rid: str, prompt: list[int], sampling: SamplingRequest) -> Sequence:
-        """Queues a request; wait on the returned sequence's `done` event for its result."""
+    def submit(self, rid: str, prompt: list[int], sampling: SamplingRequest, lora_name: str | None = None) -> Sequence:
+        """Queues a request (under the LoRA adapter lora_name, if given); wait on the returned sequence's `done` event for its result."""
         seed = sampling.sampling_seed if sampling.sampling_seed is not None else secrets.randbits(63)
         # As in SGLang, ignore_eos disables every stop token, the request's own ones included.
         stop_ids = frozenset() if sampling.ignore_eos else sampling.stop_token_ids | self.eos_token_ids
@@ -155,6 +202,8 @@ class Engine:
         with self._cond:
             if rid in self._live:
                 raise DuplicateRequest(f"rid: a request with rid {rid!r} is already running")
+            if lora_name is not None:
+                seq.adapter = self._hold_adapter(lora_name)
             self._live[rid] = seq
             self._waiting.append(seq)
             self._cond.notify_all()
@@ -183,6 +232,82 @@ class Engine:
             self._paused = False
             self._cond.notify_all()
 
+    def loaded_adapters(self) -> dict[str, str]:
+        """The usable LoRA adapters: name -> directory."""
+        with self._cond:
+            return {a.name: a.path for a in self._adapters.values() if a.peft_name is not None}
+
+    def load_adapter(self, name: str, path: str) -> None:
+        """Loads a peft LoRA adapter directory under `name`; raises AdapterError saying why not."""
+        lora = self._lora_or_refuse()
+        with self._cond:
+            if name in self._adapters:
+                raise AdapterError(f"a LoRA adapter named {name!r} is already loaded (from {self._adapters[name].path}); unload it first")
+            if len(self._adapters) >= self.max_loras:
+                # SGLang's --max-loaded-loras behaviour: refuse rather than evict.
+                raise AdapterError(
+                    f"cannot load LoRA adapter {name!r} from {path}: {len(self._adapters)} adapters are loaded, the most --max-loras allows; unload one first"
+                )
+            adapter = self._adapters[name] = _Adapter(name, path)
+        try:
+            peft_name = self._on_scheduler(lambda: lora.load(path))
+        except BaseException:
+            with self._cond:
+                del self._adapters[name]
+            raise
+        with self._cond:
+            adapter.peft_name = peft_name
+        log.info("loaded LoRA adapter %s from %s", name, path)
+
+    def unload_adapter(self, name: str) -> None:
+        """Unloads an adapter: refused to new requests at once, deleted once the requests holding it end."""
+        lora = self._lora_or_refuse()
+        with self._cond:
+            adapter = self._adapters.get(name)
+            if adapter is None:
+                raise AdapterError(f"no LoRA adapter named {name!r} is loaded (loaded: {self._names_locked()})")
+            if adapter.peft_name is None:
+                raise AdapterError(f"LoRA adapter {name!r} is still being loaded; unload it once its load has answered")
+            del self._adapters[name]
+            if adapter.in_flight:
+                log.info("unloading LoRA adapter %s once its %d requests in flight end", name, adapter.in_flight)
+            while adapter.in_flight and not self._stopping:
+                self._cond.wait()
+        peft_name = adapter.peft_name
+        self._on_scheduler(lambda: lora.delete(peft_name))
+        log.info("unloaded LoRA adapter %s", name)
+
+    def _lora_or_refuse(self) -> LoraModel:
+        if self.lora is None:
+            raise AdapterError(LORA_DISABLED)
+        return self.lora
+
+    def _names_locked(self) -> str:
+        return ", ".join(a.name for a in self._adapters.values() if a.peft_name is not None) or "none"
+
+    def _hold_adapter(self, name: str) -> _Adapter:
+        """Under _cond: the loaded adapter `name`, counted as in use until the request ends."""
+        if self.lora is None:
+            raise UnknownAdapter(f"lora_path: {LORA_DISABLED}")
+        adapter = self._adapters.get(name)
+        if adapter is None or adapter.peft_name is None:
+            raise UnknownAdapter(f"lora_path: no LoRA adapter named {name!r} is loaded (loaded: {self._names_locked()})")
+        adapter.in_flight += 1
+        return adapter
+
+    def _on_scheduler(self, run: Callable[[], Any]) -> Any:
+        """Runs `run` on the scheduler thread between forward passes; returns its result or raises its error."""
+        task = _ModelTask(run)
+        with self._cond:
+            if self._stopping:
+                raise AdapterError("the server is shutting down")
+            self._model_tasks.append(task)
+            self._cond.notify_all()
+        task.done.wait()
+        if task.error is not None:
+            raise task.error
+        return task.result
+
     def update_weights(self, weights: dict[str, torch.Tensor], version: str | None, model_path: str, abort_all: bool) -> tuple[bool, str]:
         """Swaps in `weights` once no request is in flight; blocks until applied or refused."""
         with self._update_lock:
@@ -208,6 +333,8 @@ class Engine:
         with self._cond:
             if not self._wait_for_work():
                 return False
+            tasks = list(self._model_tasks)
+            self._model_tasks.clear()
             update = self._pending_update if not self._rows else None
             paused = self._paused
             admitted: list[Sequence] = []
@@ -218,6 +345,8 @@ class Engine:
                     seq.weight_version = self._weight_version
                     admitted.append(seq)
 
+        for task in tasks:
+            self._run_task(task)
         if update is not None:
             self._apply_update(update)
             return True
@@ -242,6 +371,8 @@ class Engine:
                 self._fail_everything("Aborted: the server is shutting down")
                 return False
             self._answer_aborted_waiting()
+            if self._model_tasks:
+                return True
             update = self._pending_update
             if update is not None and self._paused and self._rows and not self._aborted_rows():
                 # Frozen rows can never drain, so the update would wait forever: refuse it.
@@ -258,6 +389,13 @@ class Engine:
             if not self._paused and (self._rows or (self._waiting and update is None)):
                 return True
             self._cond.wait()
+
+    def _run_task(self, task: _ModelTask) -> None:
+        try:
+            task.result = task.run()
+        except BaseException as error:  # answered to the caller; the scheduler goes on
+            task.error = error
+        task.done.set()
 
     def _resolve_update(self, update: _WeightUpdate, success: bool, message: str) -> None:
         """Under _cond: answers the pending update."""
@@ -318,7 +456,7 @@ class Engine:
             else:
                 to_prefill.append(seq)
         for group in _prefill_groups(to_prefill):
-            logits, state = kv.prefill(self.model, [seq.prompt for seq in group], self.pad_token_id)
+            logits, state = kv.prefill(self._runnable(), [seq.prompt for seq in group], self.pad_token_id, self._forward_kwargs(group))
             kept = self._sample_into(group, logits)
             if not kept:
                 continue
@@ -333,12 +471,21 @@ class Engine:
     def _decode(self) -> None:
         assert self._state is not None
         logits = kv.decode_step(
-            self.model,
+            self._runnable(),
             self._state,
             [seq.output_ids[-1] for seq in self._rows],
             [seq.next_position for seq in self._rows],
+            self._forward_kwargs(self._rows),
         )
         self._keep_rows(self._sample_into(self._rows, logits))
+
+    def _runnable(self) -> torch.nn.Module:
+        return self.lora.runnable if self.lora is not None else self.model
+
+    def _forward_kwargs(self, seqs: list[Sequence]) -> dict[str, Any]:
+        if self.lora is None:
+            return {}
+        return self.lora.batch_kwargs([seq.adapter.peft_name if seq.adapter is not None else None for seq in seqs])
 
     def _sample_into(self, seqs: list[Sequence], logits: torch.Tensor) -> list[int]:
         """Samples each sequence's next token; finishes the ones that are done; returns the others' indices."""
@@ -380,6 +527,10 @@ class Engine:
         seq.finish_reason = reason
         seq.finished_at = time.monotonic()
         self._live.pop(seq.rid, None)
+        if seq.adapter is not None:
+            # Released once: an unload waiting for this adapter's requests to end may go on.
+            seq.adapter.in_flight -= 1
+            seq.adapter = None
         self._cond.notify_all()
         seq.done.set()
 
@@ -394,6 +545,10 @@ class Engine:
         self._rows, self._state = [], None
         if self._pending_update is not None:
             self._resolve_update(self._pending_update, False, "the server is shutting down")
+        for task in self._model_tasks:
+            task.error = AdapterError("the server is shutting down")
+            task.done.set()
+        self._model_tasks.clear()
 
 
 def _prefill_groups(seqs: list[Sequence]) -> list[list[Sequence]]:

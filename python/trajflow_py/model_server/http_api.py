@@ -5,7 +5,9 @@ waits for its request to finish, aborting it if the client goes away meanwhile.
 
 Bodies and status codes follow SGLang: errors are 400 {"error": {"message": ...}}, a failed weight
 update is 400 {"success": false, "message": ..., "num_paused_requests": 0}, /health and
-/abort_request answer 200 with an empty body.
+/abort_request answer 200 with an empty body. /load_lora_adapter and /unload_lora_adapter answer
+{"success", "error_message", "loaded_adapters": {name: path}}, 200 or 400; GET /v1/models lists the
+base model and the loaded adapters (id = adapter name, root = its directory, parent = the base).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from .engine import DuplicateRequest, Engine, Sequence
-from .protocol import BadRequest, parse_abort, parse_generate, parse_pause_mode, parse_weight_update
+from .engine import DuplicateRequest, Engine, Sequence, UnknownAdapter
+from .lora import AdapterError
+from .protocol import BadRequest, parse_abort, parse_generate, parse_load_lora, parse_pause_mode, parse_unload_lora, parse_weight_update
 from .weights import WeightLoadError, read_weights
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,7 @@ class ModelServer:
         return {
             ("GET", "/health"): self.health,
             ("GET", "/get_model_info"): self.get_model_info,
+            ("GET", "/v1/models"): self.list_models,
             ("POST", "/generate"): self.generate,
             ("POST", "/update_weights_from_disk"): self.update_weights_from_disk,
             ("POST", "/abort_request"): self.abort_request,
@@ -68,6 +72,8 @@ class ModelServer:
             ("POST", "/continue_generation"): self.continue_generation,
             ("POST", "/flush_cache"): self.flush_cache,
             ("GET", "/flush_cache"): self.flush_cache,
+            ("POST", "/load_lora_adapter"): self.load_lora_adapter,
+            ("POST", "/unload_lora_adapter"): self.unload_lora_adapter,
         }
 
     def health(self, body: Any = None, client_gone: Callable[[], bool] | None = None) -> Reply:
@@ -86,6 +92,31 @@ class ModelServer:
             },
         )
 
+    def list_models(self, body: Any = None, client_gone: Callable[[], bool] | None = None) -> Reply:
+        # SGLang's served model name defaults to the --model path; adapters are listed under their names.
+        base = self.tokenizer_path
+        max_context = int(getattr(self.config, "max_position_embeddings", 1 << 30))
+        cards = [{"id": base, "object": "model", "owned_by": "trajflow", "root": base, "parent": None, "max_model_len": max_context}]
+        for name, path in self.engine.loaded_adapters().items():
+            cards.append({"id": name, "object": "model", "owned_by": "trajflow", "root": path, "parent": base, "max_model_len": None})
+        return Reply(HTTPStatus.OK, {"object": "list", "data": cards})
+
+    def load_lora_adapter(self, body: Any, client_gone: Callable[[], bool] | None = None) -> Reply:
+        request = parse_load_lora(body)
+        return self._lora_update(lambda: self.engine.load_adapter(request.lora_name, request.lora_path))
+
+    def unload_lora_adapter(self, body: Any, client_gone: Callable[[], bool] | None = None) -> Reply:
+        name = parse_unload_lora(body)
+        return self._lora_update(lambda: self.engine.unload_adapter(name))
+
+    def _lora_update(self, update: Callable[[], None]) -> Reply:
+        try:
+            update()
+        except AdapterError as error:
+            log.warning("LoRA adapter update refused: %s", error)
+            return Reply(HTTPStatus.BAD_REQUEST, {"success": False, "error_message": str(error), "loaded_adapters": self.engine.loaded_adapters()})
+        return Reply(HTTPStatus.OK, {"success": True, "error_message": "", "loaded_adapters": self.engine.loaded_adapters()})
+
     def generate(self, body: Any, client_gone: Callable[[], bool] | None = None) -> Reply:
         request = parse_generate(body, self.vocab_size)
         prompt = request.input_ids if request.input_ids is not None else list(self.tokenizer(request.text, add_special_tokens=True)["input_ids"])
@@ -95,8 +126,8 @@ class ModelServer:
             raise BadRequest(f"{field}: {len(prompt)} prompt tokens leave no room in the model's context of {max_context}")
         rid = request.rid or uuid.uuid4().hex
         try:
-            seq = self.engine.submit(rid, prompt, request.sampling)
-        except DuplicateRequest as error:
+            seq = self.engine.submit(rid, prompt, request.sampling, request.lora_path)
+        except (DuplicateRequest, UnknownAdapter) as error:
             raise BadRequest(str(error)) from error
         while not seq.done.wait(_DISCONNECT_POLL_S):
             if client_gone is not None and client_gone():

@@ -43,6 +43,8 @@ class GenerateRequest:
     text: str | None
     sampling: SamplingRequest
     return_logprob: bool
+    # The name of a loaded LoRA adapter (SGLang's field name); None = the base model.
+    lora_path: str | None
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,12 @@ class WeightUpdateRequest:
     model_path: str
     weight_version: str | None
     abort_all_requests: bool
+
+
+@dataclass(frozen=True)
+class LoadLoraRequest:
+    lora_name: str
+    lora_path: str
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ _NEUTRAL_SAMPLING: dict[str, tuple[Any, ...]] = {
 # Accepted with any value: they only shape text or streaming, never the sampled ids.
 _IGNORED_SAMPLING = {"spaces_between_special_tokens", "stream_interval"}
 
-_GENERATE_FIELDS = {"rid", "input_ids", "text", "sampling_params", "return_logprob"}
+_GENERATE_FIELDS = {"rid", "input_ids", "text", "sampling_params", "return_logprob", "lora_path"}
 _NEUTRAL_GENERATE: dict[str, tuple[Any, ...]] = {
     "stream": (False,),
     "logprob_start_len": (-1,),
@@ -109,7 +117,6 @@ _NEUTRAL_GENERATE: dict[str, tuple[Any, ...]] = {
     "video_data": (),
     "audio_data": (),
     "modalities": (),
-    "lora_path": (),
     "session_params": (),
     "custom_logit_processor": (),
     "bootstrap_host": (),
@@ -279,7 +286,41 @@ def parse_generate(value: Any, vocab_size: int) -> GenerateRequest:
         text=text,
         sampling=parse_sampling(body.get("sampling_params"), vocab_size),
         return_logprob=False if return_logprob is None else _bool(return_logprob, "return_logprob"),
+        lora_path=_adapter_name(body.get("lora_path")),
     )
+
+
+def _adapter_name(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        raise BadRequest("lora_path: a list of adapters goes with batched input, which this server does not support; give one adapter name")
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"lora_path: must be the name of a loaded LoRA adapter (a non-empty string), got {_json_type(value)} {value!r}")
+    return value
+
+
+def _non_empty_string(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{key}: must be a non-empty string, got {_json_type(value)} {value!r}")
+    return value
+
+
+def parse_load_lora(value: Any) -> LoadLoraRequest:
+    body = _object(value, "body")
+    _reject_unknown(body, {"lora_name", "lora_path", "pinned"}, "")
+    # pinned keeps an adapter in SGLang's GPU slot pool; this server has no pool, so it changes nothing.
+    if body.get("pinned") is not None:
+        _bool(body["pinned"], "pinned")
+    return LoadLoraRequest(lora_name=_non_empty_string(body, "lora_name"), lora_path=_non_empty_string(body, "lora_path"))
+
+
+def parse_unload_lora(value: Any) -> str:
+    """The lora_name of an /unload_lora_adapter body."""
+    body = _object(value, "body")
+    _reject_unknown(body, {"lora_name"}, "")
+    return _non_empty_string(body, "lora_name")
 
 
 def parse_weight_update(value: Any) -> WeightUpdateRequest:

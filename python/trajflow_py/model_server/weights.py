@@ -36,8 +36,8 @@ def read_weights(model_dir: str, model: torch.nn.Module) -> dict[str, torch.Tens
 
     # named_parameters lists a tied tensor once (lm_head shares the embedding), so these are the
     # tensors that must come from the directory; state_dict names every alias a file may also carry.
-    required = dict(model.named_parameters())
-    aliases = model.state_dict()
+    required = base_parameters(model)
+    aliases = _base_names(model.state_dict())
     unexpected = sorted(name for name in loaded if name not in aliases)
     if unexpected:
         raise WeightLoadError(f"{model_dir} has tensors the running model does not: {', '.join(unexpected[:5])}")
@@ -56,6 +56,23 @@ def read_weights(model_dir: str, model: torch.nn.Module) -> dict[str, torch.Tens
 @torch.no_grad()
 def copy_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
     """Overwrites the model's parameters in place (converting dtype); call between forward passes."""
-    parameters = dict(model.named_parameters())
+    parameters = base_parameters(model)
     for name, tensor in weights.items():
         parameters[name].copy_(tensor)
+
+
+def base_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's own parameters by their checkpoint names, also while peft LoRA adapters are injected."""
+    return _base_names(dict(model.named_parameters()))
+
+
+def _base_names(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drops peft's adapter tensors (lora_A, lora_B, ...) and maps a wrapped layer's
+    "q_proj.base_layer.weight" back to the base model's "q_proj.weight"."""
+    named = {}
+    for name, tensor in tensors.items():
+        parts = name.split(".")
+        if any(part.startswith("lora_") for part in parts):
+            continue
+        named[".".join(part for part in parts if part != "base_layer")] = tensor
+    return named

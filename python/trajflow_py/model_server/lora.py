@@ -1,0 +1,116 @@
+"""
+The served model's runtime LoRA adapters, through peft: loading an adapter directory, deleting it,
+and the keyword that makes one forward pass run each row under its own adapter.
+
+peft injects adapters into the base model in place (a targeted Linear becomes a LoRA layer holding
+the original as its base layer), so every method here mutates the model: only the scheduler thread
+may call them, between forward passes. Adapters get internal names ("adapter0", "adapter1", ...)
+rather than the clients' names: peft keys modules by adapter name, where a "." or a clash with its
+own names ("__base__", "default") would break.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, PeftModel
+
+#: peft's marker for "no adapter" in a mixed batch's adapter_names.
+BASE_ROW = "__base__"
+
+
+class AdapterError(ValueError):
+    """A LoRA adapter load or unload that cannot be done; the message says why (naming the directory for a load)."""
+
+
+class LoraModel:
+    """The base model plus the adapters loaded into it; the peft wrapper exists while any adapter is loaded."""
+
+    def __init__(self, base: torch.nn.Module):
+        self.base = base
+        self._peft: PeftModel | None = None
+        self._names = count()
+
+    @property
+    def runnable(self) -> torch.nn.Module:
+        """The module to call for a forward pass (with batch_kwargs)."""
+        return self._peft if self._peft is not None else self.base
+
+    def batch_kwargs(self, adapters: list[str | None]) -> dict[str, Any]:
+        """Forward kwargs running row i under adapters[i] (None = the base model)."""
+        if self._peft is None:
+            if any(adapters):
+                raise RuntimeError(f"rows name adapters {sorted({a for a in adapters if a})} but none is loaded")
+            return {}
+        # Passed even when every row is a base row: without it peft would apply its active adapter.
+        return {"adapter_names": [a or BASE_ROW for a in adapters]}
+
+    def load(self, directory: str) -> str:
+        """Loads a peft LoRA adapter directory; returns its internal name. On failure the model is as before."""
+        config = read_adapter_config(directory)
+        name = f"adapter{next(self._names)}"
+        created = self._peft is None
+        try:
+            if self._peft is None:
+                self._peft = PeftModel(self.base, config, adapter_name=name)
+            result = self._peft.load_adapter(directory, adapter_name=name)
+        except Exception as error:
+            self._discard(name, created)
+            raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error
+        # load_adapter lists the adapter's own parameters the files lacked (left at their random / zero
+        # initialisation) and tensors it could not place: either way the adapter would not be the one trained.
+        missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
+        if missing:
+            self._discard(name, created)
+            raise AdapterError(f"{directory}: lacks {len(missing)} tensors of its adapter ({', '.join(missing[:3])})")
+        if unexpected:
+            self._discard(name, created)
+            raise AdapterError(f"{directory}: has {len(unexpected)} tensors its adapter config does not place ({', '.join(unexpected[:3])})")
+        return name
+
+    def delete(self, name: str) -> None:
+        assert self._peft is not None, f"no adapter is loaded, cannot delete {name}"
+        if list(self._peft.peft_config) == [name]:
+            # peft cannot run with zero adapters left; take its layers out and serve the plain base model again.
+            self._peft.unload()
+            self._peft = None
+        else:
+            self._peft.delete_adapter(name)
+
+    def _discard(self, name: str, created: bool) -> None:
+        """Removes what a failed load left behind."""
+        if self._peft is None:
+            return
+        if created:
+            self._peft.unload()
+            self._peft = None
+        elif name in self._peft.peft_config:
+            self._peft.delete_adapter(name)
+
+
+def read_adapter_config(directory: str) -> LoraConfig:
+    """The directory's LoRA config, or AdapterError saying what is wrong with it."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise AdapterError(f"{directory} is not a directory")
+    config_file = path / "adapter_config.json"
+    if not config_file.is_file():
+        raise AdapterError(f"{directory} has no adapter_config.json: not a peft adapter directory")
+    try:
+        peft_type = json.loads(config_file.read_text()).get("peft_type")
+    except (OSError, ValueError, AttributeError) as error:
+        raise AdapterError(f"{config_file} is not a readable JSON object: {error}") from error
+    if peft_type != "LORA":
+        raise AdapterError(f"{config_file}: peft_type is {peft_type!r}; only LORA adapters are served")
+    if not any(path.glob("adapter_model.*")):
+        raise AdapterError(f"{directory} has no adapter_model.safetensors (or .bin)")
+    try:
+        config: LoraConfig = LoraConfig.from_pretrained(directory)
+    except Exception as error:  # peft / dataclass validation raise several types
+        raise AdapterError(f"{config_file}: invalid LoRA config: {error}") from error
+    config.inference_mode = True
+    return config
