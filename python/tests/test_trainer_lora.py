@@ -13,9 +13,9 @@ import torch
 from peft import PeftModel
 from safetensors.torch import load_file
 from temporalio.exceptions import ApplicationError
+from test_trainer_step import RUN, activities_for, checkpoint, prepare_input, sampled_store, step_input
 from transformers import AutoModelForCausalLM
 
-from test_trainer_step import RUN, activities_for, checkpoint, prepare_input, sampled_store, step_input
 from test_trainer_support import full_logprobs
 
 LORA = {"rank": 4, "alpha": 8, "targetModules": ["q_proj", "v_proj"], "dropout": 0.0}
