@@ -19,7 +19,9 @@ from pathlib import Path
 import torch
 
 from trajflow_py.trainer.files import publish_directory
-from trajflow_py.trainer.policy import load_model, save_checkpoint, target_logprobs
+from trajflow_py.trainer.packing import packed_row
+from trajflow_py.trainer.policy import load_model, row_logprobs, save_published
+from trajflow_py.trainer.samples import TrainingSample
 
 NOISE_STD = 0.02
 
@@ -28,12 +30,12 @@ def publish(base: Path, dest: Path, seed: int | None) -> None:
     if seed is None:
         publish_directory(dest, lambda partial: link_model_dir(base, partial))
         return
-    model = load_model(base, "float32", torch.device("cpu"))
+    model = load_model(base)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn(parameter.shape, generator=generator) * NOISE_STD)
-    publish_directory(dest, lambda partial: save_checkpoint(model, None, base, partial))
+    publish_directory(dest, lambda partial: save_published(model, model.state_dict(), "float32", base, partial))
 
 
 def link_model_dir(source: Path, dest: Path) -> None:
@@ -45,13 +47,14 @@ def link_model_dir(source: Path, dest: Path) -> None:
 def score(request: dict) -> dict:
     out = {}
     for checkpoint in request["checkpoints"]:
-        model = load_model(Path(checkpoint), "float32", torch.device("cpu"))
+        model = load_model(Path(checkpoint))
         rows = out[checkpoint] = []
         with torch.no_grad():
             for sample in request["samples"]:
                 ids = sample["prompt"] + sample["completion"]
-                targets = list(range(len(sample["prompt"]) - 1, len(ids) - 1))
-                rows.append(target_logprobs(model, ids, targets, request["temperature"]).tolist())
+                mask = [0] * len(sample["prompt"]) + [1] * len(sample["completion"])
+                row = packed_row([TrainingSample(ids, mask, [None] * len(ids), [-1] * len(ids), 0.0)], torch.device("cpu"))
+                rows.append(row_logprobs(model, row, request["temperature"])[0].tolist())
     return {"logprobs": out}
 
 
