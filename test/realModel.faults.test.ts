@@ -2,9 +2,10 @@
  * Crash the real-model path and lose nothing: on a SmolLM2 training run served by trajflow's
  * SGLang-API model server, SIGKILL the model server while trajectories are generating (it is
  * restarted on the same port: the HTTP client retries the requests there, the server is brought
- * back to the run's version, and no turn is stored twice), then SIGKILL the Python trainer in the
- * middle of a train step (a new `trajflow worker --role trainer` takes the retried step from the
- * published checkpoint: every version once, every group trained in exactly one step).
+ * back to the run's version, and no turn is stored twice), then SIGKILL one rank of the Python
+ * trainer, run on 2 gloo ranks (torchrun, FSDP2), in the middle of a train step: the other rank
+ * leaves the broken lock-step, torchrun starts both again, and the new rank 0 takes the retried
+ * step from the published checkpoint (every version once, every group trained in exactly one step).
  */
 import { readFileSync, promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -30,11 +31,14 @@ const STARTED = 2;
 // Two steps: the trainer is killed in the last one (step 1), which must restore published version 1.
 const STEPS = 2;
 
-/** The Python trainer a `trajflow worker --role trainer` process started (its child). */
-function pythonTrainerPid(worker: LoggedWorker): number | undefined {
-  const pid = worker.child.pid!;
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  return children.find((child) => readFileSync(`/proc/${child}/cmdline`, 'utf8').includes('trajflow_py.trainer'));
+function childrenOf(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+/** The process of trainer rank `rank`: a child of the torchrun that the `trajflow worker --role trainer` process started. */
+function trainerRankPid(worker: LoggedWorker, rank: number): number | undefined {
+  const ranks = childrenOf(worker.child.pid!).flatMap(childrenOf);
+  return ranks.find((pid) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`RANK=${rank}`));
 }
 
 describe('real-model faults', () => {
@@ -48,10 +52,10 @@ describe('real-model faults', () => {
     await stopWorker(server);
   });
 
-  it('a model server and a Python trainer SIGKILLed mid-work: the run finishes, nothing lost or done twice', async () => {
+  it('a model server and a rank of the 2-rank Python trainer SIGKILLed mid-work: the run finishes, nothing lost or done twice', async () => {
     const port = await freePort();
     // The Python trainer heartbeats every 5 s: a dead one is noticed after 15 s.
-    const config = realModelConfig('real-faults', port, { heartbeatTimeoutS: 15, steps: STEPS });
+    const config = realModelConfig('real-faults', port, { heartbeatTimeoutS: 15, steps: STEPS, distributed: { processes: 2 } });
     const runId = 'real-faults-run';
     const run = runLayout(config.dataDir, runId);
     await fs.mkdir(run.dir, { recursive: true });
@@ -88,8 +92,9 @@ describe('real-model faults', () => {
     console.log('SIGKILLed the model server with a generate request in flight');
     server = await spawnModelServer(SMOLLM2_DIR, port, serverLog, config.inference.maxBatch);
 
-    // 2. The Python trainer dies inside a train step (step >= 1: the retry must restore a
-    // published version and its optimizer state).
+    // 2. A rank of the Python trainer dies inside a train step (step >= 1: the retry must restore a
+    // published version and its optimizer state). Rank 1, which does not poll Temporal: the leader
+    // must notice the lock-step is broken.
     const killed = await withClient((client) => {
       const handle = client.workflow.getHandle(runId);
       return waitFor(
@@ -104,13 +109,10 @@ describe('real-model faults', () => {
         100,
       );
     });
-    const python = pythonTrainerPid(trainer);
-    expect(python).toBeDefined();
-    process.kill(python!, 'SIGKILL');
-    console.log(`SIGKILLed the Python trainer (pid ${python}) in step ${killed}`);
-    // Its `trajflow worker` exits once its Python trainer is gone; a new one takes the retry.
-    await waitFor('the trainer worker to exit after its Python trainer died', async () => (trainer!.child.exitCode !== null ? true : undefined), 30_000);
-    trainer = await spawnLoggedWorker('trainer', writeConfigFile(config), trainerLog);
+    const follower = trainerRankPid(trainer, 1);
+    expect(follower).toBeDefined();
+    process.kill(follower!, 'SIGKILL');
+    console.log(`SIGKILLed trainer rank 1 (pid ${follower}) in step ${killed}`);
 
     const result = await within(
       training,
@@ -119,6 +121,9 @@ describe('real-model faults', () => {
       () => `trainer log:\n${tail(trainerLog)}\nserver log:\n${tail(serverLog)}`,
     );
     expect(result.version).toBe(STEPS);
+    // torchrun started both ranks again under the same `trajflow worker`.
+    expect(trainer.child.exitCode).toBeNull();
+    expect(readFileSync(trainerLog, 'utf8').split('trainer rank following the leader').length - 1).toBe(2);
 
     // The HTTP client sent requests again after the server died, and the turns are exactly once.
     expect(readFileSync(inferenceLog, 'utf8')).toContain('model server failed; sending the request to another');
