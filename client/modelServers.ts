@@ -7,8 +7,10 @@
  * API; SGLang itself needs CUDA). Servers on other hosts, and servers already running, are the
  * user's: they are only used. A run resumed by `trajflow train --local --run-id` gets them back the
  * same way; `trajflow model-servers -c CONFIG` starts them alone, beside plain workers.
+ * A LoRA run's servers (`trainer.lora`) are started able to load its adapters at runtime.
  */
 import type { RunConfig } from '../config/schema';
+import { MAX_LOADED_ADAPTERS } from '../src/inference/http/loraAdapters';
 import { PYTHON_BIN, PYTHON_SOURCES, VLLM_PYTHON_BIN } from '../src/paths';
 import { spawnLoggedProcess, stopWorker, type LoggedWorker } from './workerProcess';
 
@@ -30,13 +32,39 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-/** Starts one model server on `port` serving `modelDir`; resolves once it listens. */
-export function spawnModelServer(modelDir: string, port: number, logFile: string, maxBatch: number): Promise<LoggedWorker> {
+/** What a server needs to know of a LoRA run's adapters before it starts. */
+export interface LoraServing {
+  /** The adapters' rank (`trainer.lora.rank`). */
+  rank: number;
+}
+
+/** The ranks vLLM 0.32 accepts for --max-lora-rank (vllm/config/lora.py MaxLoRARanks). */
+const VLLM_MAX_LORA_RANKS = [1, 8, 16, 32, 64, 128, 256, 320, 512];
+
+/** The smallest --max-lora-rank vLLM accepts that fits adapters of rank `rank`. */
+export function vllmMaxLoraRank(rank: number): number {
+  const fitting = VLLM_MAX_LORA_RANKS.find((allowed) => allowed >= rank);
+  if (fitting === undefined) throw new Error(`trainer.lora.rank ${rank} is above the largest LoRA rank vLLM serves (${VLLM_MAX_LORA_RANKS.at(-1)})`);
+  return fitting;
+}
+
+/** The vLLM arguments and environment of a server that loads LoRA adapters at runtime (none without `lora`). */
+export function vllmLoraSettings(lora: LoraServing | undefined): { args: string[]; env: Record<string, string> } {
+  if (!lora) return { args: [], env: {} };
+  return {
+    args: ['--enable-lora', '--max-lora-rank', String(vllmMaxLoraRank(lora.rank)), '--max-loras', String(MAX_LOADED_ADAPTERS)],
+    env: { VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True' },
+  };
+}
+
+/** Starts one model server on `port` serving `modelDir` (and, with `lora`, its runtime adapters); resolves once it listens. */
+export function spawnModelServer(modelDir: string, port: number, logFile: string, maxBatch: number, lora?: LoraServing): Promise<LoggedWorker> {
+  const loraArgs = lora ? ['--enable-lora', '--max-loras', String(MAX_LOADED_ADAPTERS)] : [];
   return spawnLoggedProcess(
     {
       name: `model server :${port}`,
       command: PYTHON_BIN,
-      args: ['-m', 'trajflow_py.model_server', '--model', modelDir, '--port', String(port), '--max-batch', String(maxBatch)],
+      args: ['-m', 'trajflow_py.model_server', '--model', modelDir, '--port', String(port), '--max-batch', String(maxBatch), ...loraArgs],
       cwd: PYTHON_SOURCES,
       env: { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', PYTHONUNBUFFERED: '1' },
       readyLine: 'model server listening on',
@@ -58,8 +86,11 @@ export function spawnModelServer(modelDir: string, port: number, logFile: string
  *     prompt is split across steps (it rewinds the request's random generator, which a CPU
  *     generator cannot do: "CPU Generator does not use offset"); so prompts are prefilled whole,
  *     within a token budget of several full contexts.
+ *   - with `lora`: `--enable-lora` and room for the adapters trajflow keeps loaded, and
+ *     VLLM_ALLOW_RUNTIME_LORA_UPDATING (the load and unload endpoints).
  */
-export async function spawnVllmServer(modelDir: string, port: number, logFile: string, maxContext: number): Promise<LoggedWorker> {
+export async function spawnVllmServer(modelDir: string, port: number, logFile: string, maxContext: number, lora?: LoraServing): Promise<LoggedWorker> {
+  const loraSettings = vllmLoraSettings(lora);
   const server = await spawnLoggedProcess(
     {
       name: `vLLM server :${port}`,
@@ -88,9 +119,10 @@ export async function spawnVllmServer(modelDir: string, port: number, logFile: s
         '--no-enable-chunked-prefill',
         '--max-num-batched-tokens',
         String(4 * maxContext),
+        ...loraSettings.args,
       ],
       cwd: PYTHON_SOURCES,
-      env: { VLLM_SERVER_DEV_MODE: '1', HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', VLLM_CPU_KVCACHE_SPACE: '1' },
+      env: { VLLM_SERVER_DEV_MODE: '1', HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', VLLM_CPU_KVCACHE_SPACE: '1', ...loraSettings.env },
       readyLine: 'Application startup complete.',
     },
     logFile,
@@ -106,7 +138,7 @@ export async function spawnVllmServer(modelDir: string, port: number, logFile: s
 }
 
 /** The parts of a config that say which model servers a `--local` run starts and how. */
-export type ModelServerSettings = Pick<RunConfig, 'inference' | 'model'>;
+export type ModelServerSettings = Pick<RunConfig, 'inference' | 'model' | 'trainer'>;
 
 /** The config's `inference.servers` that a `--local` run starts on this machine: model servers of a real model on loopback. */
 function localServerUrls(config: ModelServerSettings): string[] {
@@ -126,14 +158,15 @@ function portOf(url: string): number {
 export async function startLocalModelServers(config: ModelServerSettings, logFileOf: (port: number) => string): Promise<LocalModelServers> {
   const servers: LoggedWorker[] = [];
   const modelDir = config.model.path!;
+  const lora = config.trainer.lora;
   for (const url of localServerUrls(config)) {
     if (await answers(url)) continue;
     const port = portOf(url);
     const log = logFileOf(port);
     servers.push(
       config.inference.backend === 'vllm'
-        ? await spawnVllmServer(modelDir, port, log, config.model.maxContext)
-        : await spawnModelServer(modelDir, port, log, config.inference.maxBatch),
+        ? await spawnVllmServer(modelDir, port, log, config.model.maxContext, lora)
+        : await spawnModelServer(modelDir, port, log, config.inference.maxBatch, lora),
     );
   }
   return { servers, stop: async () => void (await Promise.all(servers.map((server) => stopWorker(server)))) };

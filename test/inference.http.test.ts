@@ -3,7 +3,7 @@
  * servers that answer with JSON shaped like SGLang 0.5.23's and vLLM 0.32's APIs and record what
  * they were sent. They run no model; the real servers are exercised by the real-model tests.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,8 @@ import { LOADING_LABEL, vllmBackend, VllmGenerateRequestSchema } from '../src/in
 import { lineageOf, spansProblem } from '../src/inference/http/weightVersions';
 import type { GenerateRequest, InferenceProvider } from '../src/inference/provider';
 import { freePort } from '../src/ports';
+import { vllmLoraSettings, vllmMaxLoraRank } from '../client/modelServers';
+import { adaptersToUnload, MAX_LOADED_ADAPTERS } from '../src/inference/http/loraAdapters';
 
 // ---------------------------------------------------------------------------------------------
 // Protocol fixtures
@@ -113,10 +115,10 @@ function sglangAnswer(rid: string, ids: number[], options: { version?: string; s
 }
 
 /** vLLM /inference/v1/generate answer (output_mode tokens, logprobs 0) for `ids`. */
-function vllmAnswer(requestId: string, ids: number[], options: { spans?: unknown; finish?: string } = {}) {
+function vllmAnswer(requestId: string, ids: number[], options: { spans?: unknown; finish?: string; model?: string } = {}) {
   return {
     request_id: `generate-tokens-${requestId}`,
-    model: 'm',
+    model: options.model ?? 'm',
     created: 0,
     usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: 3 + ids.length },
     prompt_logprobs: null,
@@ -141,6 +143,8 @@ function vllmAnswer(requestId: string, ids: number[], options: { spans?: unknown
 interface ModelServerFixture extends FixtureServer {
   /** The weight version label it reports (changed by its weight-update endpoints). */
   weightVersion: string;
+  /** Its LoRA adapters, name to directory (changed by its adapter endpoints). */
+  adapters: Map<string, string>;
   /** What its generate endpoint does: answer (default), or a reply of the test's choosing. */
   onGenerate: (request: RecordedRequest) => Reply | Promise<Reply>;
   /** What every endpoint does before the above (to simulate a dead, failing or slow server). */
@@ -149,13 +153,33 @@ interface ModelServerFixture extends FixtureServer {
 
 const COMPLETION = [11, 12, 2];
 
+/** `GET /v1/models` of a server with `adapters` (vLLM 0.32 and SGLang 0.5 list them alike). */
+function modelList(adapters: Map<string, string>) {
+  const base = { id: '/models/base', object: 'model', root: '/models/base', parent: null };
+  return { object: 'list', data: [base, ...[...adapters].map(([id, root]) => ({ id, object: 'model', root, parent: '/models/base' }))] };
+}
+
 async function sglangFixture(options: { weightVersion?: string; port?: number } = {}): Promise<ModelServerFixture> {
-  const state = { weightVersion: options.weightVersion ?? '0' } as ModelServerFixture;
+  const state = { weightVersion: options.weightVersion ?? '0', adapters: new Map<string, string>() } as ModelServerFixture;
   state.onGenerate = (r) => ({ json: sglangAnswer((r.body as { rid: string }).rid, COMPLETION, { version: state.weightVersion }) });
+  const loraAnswer = (success: boolean, error_message = '') => ({ json: { success, error_message, loaded_adapters: Object.fromEntries(state.adapters) } });
   const fixture = await fixtureServer((r) => {
     const overridden = state.override?.(r);
     if (overridden) return overridden;
-    if (r.url === '/generate') return state.onGenerate(r);
+    if (r.url === '/generate') {
+      const adapter = (r.body as { lora_path?: string }).lora_path;
+      if (adapter !== undefined && !state.adapters.has(adapter))
+        return { status: 400, json: { error: { message: `The following requested LoRA adapters are not loaded: ${adapter}` } } };
+      return state.onGenerate(r);
+    }
+    if (r.url === '/v1/models') return { json: modelList(state.adapters) };
+    if (r.url === '/load_lora_adapter') {
+      const { lora_name, lora_path } = r.body as { lora_name: string; lora_path: string };
+      if (state.adapters.has(lora_name)) return loraAnswer(false, `LoRA adapter ${lora_name} is already loaded`);
+      state.adapters.set(lora_name, lora_path);
+      return loraAnswer(true);
+    }
+    if (r.url === '/unload_lora_adapter') return loraAnswer(state.adapters.delete((r.body as { lora_name: string }).lora_name));
     if (r.url === '/get_model_info') return { json: { model_path: '/m', weight_version: state.weightVersion, is_generation: true } };
     if (r.url === '/update_weights_from_disk') {
       state.weightVersion = (r.body as { weight_version: string }).weight_version;
@@ -168,17 +192,36 @@ async function sglangFixture(options: { weightVersion?: string; port?: number } 
 }
 
 async function vllmFixture(options: { weightVersion?: string; logprobsMode?: string } = {}): Promise<ModelServerFixture & { logprobsMode: string }> {
-  const state = { weightVersion: options.weightVersion ?? 'default', logprobsMode: options.logprobsMode ?? 'processed_logprobs' } as ModelServerFixture & {
-    logprobsMode: string;
-  };
+  const state = {
+    weightVersion: options.weightVersion ?? 'default',
+    logprobsMode: options.logprobsMode ?? 'processed_logprobs',
+    adapters: new Map<string, string>(),
+  } as ModelServerFixture & { logprobsMode: string };
   state.onGenerate = (r) => {
-    const id = (r.body as { request_id: string }).request_id;
-    return { json: vllmAnswer(id, COMPLETION, { spans: [{ version: state.weightVersion, start: 0, end: COMPLETION.length }] }) };
+    const { request_id: id, model } = r.body as { request_id: string; model?: string };
+    // An adapter's answer names it, but its spans name the base model's label.
+    return { json: vllmAnswer(id, COMPLETION, { spans: [{ version: state.weightVersion, start: 0, end: COMPLETION.length }], model }) };
   };
   const fixture = await fixtureServer((r) => {
     const overridden = state.override?.(r);
     if (overridden) return overridden;
-    if (r.url === '/inference/v1/generate') return state.onGenerate(r);
+    if (r.url === '/inference/v1/generate') {
+      const model = (r.body as { model?: string }).model;
+      if (model !== undefined && !state.adapters.has(model)) return { status: 404, json: { error: { message: `The model \`${model}\` does not exist.` } } };
+      return state.onGenerate(r);
+    }
+    if (r.url === '/v1/models') return { json: modelList(state.adapters) };
+    if (r.url === '/v1/load_lora_adapter') {
+      const { lora_name, lora_path } = r.body as { lora_name: string; lora_path: string };
+      if (state.adapters.has(lora_name)) return { status: 400, json: { error: { message: `The lora adapter '${lora_name}' has already been loaded.` } } };
+      state.adapters.set(lora_name, lora_path);
+      return { text: `Success: LoRA adapter '${lora_name}' added successfully.` };
+    }
+    if (r.url === '/v1/unload_lora_adapter') {
+      const { lora_name } = r.body as { lora_name: string };
+      if (!state.adapters.delete(lora_name)) return { status: 404, json: { error: { message: `The lora adapter '${lora_name}' cannot be found.` } } };
+      return { text: `Success: LoRA adapter '${lora_name}' removed successfully.` };
+    }
     if (r.url === '/weight_info') return { json: { weight_version: state.weightVersion } };
     if (r.url === '/server_info?config_format=json') return { json: { vllm_config: { model_config: { logprobs_mode: state.logprobsMode } }, vllm_env: {} } };
     if (r.url === '/pause?mode=keep') return { json: { status: 'paused' } };
@@ -780,5 +823,174 @@ describe('HTTP provider: stats', () => {
     expect(stats).toMatchObject({ policyVersion: 1, generatedTokens: 2 * COMPLETION.length, running: 0, waiting: 0, maxBatchSize: 2 });
     expect(stats.busyMs).toBeGreaterThan(0);
     expect(stats.uptimeMs).toBeGreaterThanOrEqual(stats.busyMs);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// LoRA: adapter checkpoints loaded beside the base model
+// ---------------------------------------------------------------------------------------------
+
+/** A run's checkpoint folder of peft adapters (what makes one: adapter_config.json). */
+function adapterRun(): { dir: (version: number) => string; label: (version: number) => string } {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'trajflow-lora-ckpt-'));
+  const dir = (version: number) => {
+    const folder = path.join(root, 'checkpoints', `v${String(version).padStart(6, '0')}`);
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(path.join(folder, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 8 }));
+    return folder;
+  };
+  return { dir, label: (version: number) => `${version}@${lineageOf(dir(version))}` };
+}
+
+const ADAPTER = { version: 3, lineage: LINEAGE_A };
+
+describe('LoRA: requests and answers', () => {
+  const vllmWhere = { server: 'http://vllm:8000', endpoint: '/inference/v1/generate' };
+
+  it('vLLM names the adapter in `model`; SGLang in `lora_path`; without one, neither', () => {
+    const vllm = VllmGenerateRequestSchema.parse(vllmBackend.generateCall(request(), 'r', ADAPTER).body);
+    expect(vllm.model).toBe(`3@${LINEAGE_A}`);
+    expect(VllmGenerateRequestSchema.parse(vllmBackend.generateCall(request(), 'r').body)).not.toHaveProperty('model');
+    const sglang = SglangGenerateRequestSchema.parse(sglangBackend.generateCall(request(), 'r', ADAPTER).body);
+    expect(sglang.lora_path).toBe(`3@${LINEAGE_A}`);
+    expect(SglangGenerateRequestSchema.parse(sglangBackend.generateCall(request(), 'r').body)).not.toHaveProperty('lora_path');
+  });
+
+  it("records every token of an adapter's answer under the adapter's version, whatever base label the spans carry", () => {
+    const spans = [{ version: 'default', start: 0, end: 3 }];
+    const answer = vllmAnswer('x', [4, 5, 6], { spans, model: `3@${LINEAGE_A}` });
+    expect(vllmBackend.readGenerate(answer, vllmWhere, ADAPTER)).toMatchObject({ firstVersion: 3, tokenVersions: [3, 3, 3], lineages: [LINEAGE_A] });
+    // Without an adapter, the base model's label is not a trajflow version.
+    expect(() => vllmBackend.readGenerate(answer, vllmWhere)).toThrow('choices[0].weight_versions: weight version "default" is not a trajflow policy version');
+    const sglang = sglangAnswer('r', [11, 12], { version: '0' });
+    expect(sglangBackend.readGenerate(sglang, where, ADAPTER)).toMatchObject({ firstVersion: 3, tokenVersions: [3, 3], lineages: [LINEAGE_A] });
+  });
+
+  it("still checks an adapter answer's spans cover its tokens, and that vLLM ran the adapter named", () => {
+    const short = vllmAnswer('x', [4, 5], { spans: [{ version: 'default', start: 0, end: 1 }], model: `3@${LINEAGE_A}` });
+    expect(() => vllmBackend.readGenerate(short, vllmWhere, ADAPTER)).toThrow('spans end at token 1, but there are 2 output tokens');
+    const other = vllmAnswer('x', [4], { spans: [{ version: 'default', start: 0, end: 1 }], model: '/models/base' });
+    expect(() => vllmBackend.readGenerate(other, vllmWhere, ADAPTER)).toThrow(`model: "/models/base", but the request named adapter "3@${LINEAGE_A}"`);
+  });
+});
+
+describe('LoRA: which adapters make room', () => {
+  const v = (version: number, lineage = 'a') => ({ version, lineage });
+  const unused = () => false;
+
+  it('unloads nothing while there is room, then the oldest, other runs first, never one in use', () => {
+    expect(adaptersToUnload([v(1), v(2), v(3)], v(4), unused, 4)).toEqual([]);
+    expect(adaptersToUnload([v(2), v(1), v(3), v(4)], v(5), unused, 4)).toEqual([v(1)]);
+    expect(adaptersToUnload([v(7), v(9, 'b'), v(8), v(6)], v(10), unused, 4)).toEqual([v(9, 'b')]);
+    expect(adaptersToUnload([v(1), v(2), v(3), v(4)], v(5), (adapter) => adapter.version === 1, 4)).toEqual([v(2)]);
+    // The incoming adapter itself is not counted twice.
+    expect(adaptersToUnload([v(1), v(2), v(3), v(4)], v(4), unused, 4)).toEqual([]);
+  });
+});
+
+describe('HTTP provider: LoRA', () => {
+  it('vLLM: loads an adapter folder as a runtime adapter (no reload), and requests name it', async () => {
+    const a = await vllmFixture({ weightVersion: '0' });
+    const run = adapterRun();
+    const p = provider({ backend: 'vllm', servers: [a.url] });
+    await expect(p.loadWeights(run.dir(1), 1)).resolves.toBe(1);
+    expect(a.calls()).toEqual(['GET /server_info?config_format=json', 'GET /weight_info', 'GET /v1/models', 'POST /v1/load_lora_adapter']);
+    expect(a.bodiesTo('/v1/load_lora_adapter')).toEqual([{ lora_name: run.label(1), lora_path: run.dir(1) }]);
+    const result = await p.generate(request());
+    expect(result).toMatchObject({ policyVersion: 1, completionIds: COMPLETION });
+    expect(result.tokenPolicyVersions).toBeUndefined();
+    expect((generates(a, '/inference/v1/generate')[0].body as { model: string }).model).toBe(run.label(1));
+    // The next version: listed, loaded beside; nothing paused or reloaded, ever.
+    await p.loadWeights(run.dir(2), 2);
+    expect((await p.generate(request())).policyVersion).toBe(2);
+    expect([...a.adapters.keys()]).toEqual([run.label(1), run.label(2)]);
+    expect(a.calls().filter((call) => /pause|collective_rpc|update_weight_version/.test(call))).toEqual([]);
+  });
+
+  it('SGLang: loads through /load_lora_adapter and names the adapter in lora_path', async () => {
+    const a = await sglangFixture({ weightVersion: '0' });
+    const run = adapterRun();
+    const p = provider({ servers: [a.url] });
+    await p.loadWeights(run.dir(4), 4);
+    expect(a.calls()).toEqual(['GET /get_model_info', 'GET /v1/models', 'POST /load_lora_adapter']);
+    expect(a.bodiesTo('/load_lora_adapter')).toEqual([{ lora_name: run.label(4), lora_path: run.dir(4) }]);
+    expect((await p.generate(request())).policyVersion).toBe(4);
+    expect((generates(a)[0].body as { lora_path: string }).lora_path).toBe(run.label(4));
+  });
+
+  it.each([400, 200])('SGLang: an adapter load the server refuses (HTTP %d) is an error with its message', async (status) => {
+    const a = await sglangFixture({ weightVersion: '0' });
+    a.override = (r) =>
+      r.url === '/load_lora_adapter'
+        ? { status, json: { success: false, error_message: 'rank 64 exceeds --max-lora-rank 16', loaded_adapters: {} } }
+        : undefined;
+    const p = provider({ servers: [a.url] });
+    await expect(p.loadWeights(adapterRun().dir(1), 1)).rejects.toThrow('rank 64 exceeds --max-lora-rank 16');
+  });
+
+  it(`keeps at most ${MAX_LOADED_ADAPTERS} adapters: unloads the oldest, but not one a request is using`, async () => {
+    const a = await vllmFixture({ weightVersion: '0' });
+    const run = adapterRun();
+    const p = provider({ backend: 'vllm', servers: [a.url] });
+    await p.loadWeights(run.dir(1), 1);
+    const held = deferred<void>();
+    a.onGenerate = (r) => held.promise.then(() => ({ json: vllmAnswer((r.body as { request_id: string }).request_id, COMPLETION, { model: run.label(1) }) }));
+    const onVersion1 = p.generate(request());
+    await until(() => generates(a, '/inference/v1/generate').length === 1);
+    for (let version = 2; version <= 5; version++) await p.loadWeights(run.dir(version), version);
+    // Version 1 is in use: version 2, the oldest free one, made room for 5.
+    expect(a.bodiesTo('/v1/unload_lora_adapter')).toEqual([{ lora_name: run.label(2) }]);
+    expect([...a.adapters.keys()]).toEqual([1, 3, 4, 5].map(run.label));
+    held.resolve();
+    expect((await onVersion1).policyVersion).toBe(1);
+    await p.loadWeights(run.dir(6), 6);
+    expect(a.bodiesTo('/v1/unload_lora_adapter')).toEqual([{ lora_name: run.label(2) }, { lora_name: run.label(1) }]);
+  });
+
+  it("uses a newer adapter another worker of the run loaded, once it has synced the server; first replaces one under the target's name", async () => {
+    const a = await vllmFixture({ weightVersion: '0' });
+    const run = adapterRun();
+    // Left from before (a data directory cleared and the run id used again): replaced on the first sync.
+    a.adapters.set(run.label(1), '/stale');
+    const p = provider({ backend: 'vllm', servers: [a.url] });
+    await p.loadWeights(run.dir(1), 1);
+    expect(a.calls().filter((call) => call.includes('lora_adapter'))).toEqual(['POST /v1/unload_lora_adapter', 'POST /v1/load_lora_adapter']);
+    expect(a.adapters.get(run.label(1))).toBe(run.dir(1));
+    // Another inference worker of the run loaded version 3.
+    a.adapters.set(run.label(3), run.dir(3));
+    await p.loadWeights(run.dir(2), 2);
+    expect(a.bodiesTo('/v1/load_lora_adapter')).toHaveLength(1);
+    expect((await p.generate(request())).policyVersion).toBe(3);
+  });
+
+  it('syncs again and resamples when the adapter it named was unloaded behind its back', async () => {
+    const a = await vllmFixture({ weightVersion: '0' });
+    const run = adapterRun();
+    const p = provider({ backend: 'vllm', servers: [a.url], backoff: { initialBackoffMs: 10 } });
+    await p.loadWeights(run.dir(2), 2);
+    a.adapters.clear();
+    expect((await p.generate(request())).policyVersion).toBe(2);
+    expect(a.bodiesTo('/v1/load_lora_adapter')).toHaveLength(2);
+  });
+
+  it("refuses a server whose weights are a full fine-tuning run's, not the base model", async () => {
+    const a = await vllmFixture({ weightVersion: label(5) });
+    const p = provider({ backend: 'vllm', servers: [a.url] });
+    await expect(p.loadWeights(adapterRun().dir(1), 1)).rejects.toThrow(
+      /serves a full fine-tuning run's weights \(version 5 of lineage [0-9a-f]{16}\).*restart the server/,
+    );
+    expect(a.bodiesTo('/v1/load_lora_adapter')).toHaveLength(0);
+  });
+});
+
+describe('local servers of a LoRA run', () => {
+  it("start vLLM with runtime LoRA updates and a --max-lora-rank vLLM accepts, fitting the run's rank", () => {
+    expect([1, 8, 9, 16, 33, 300, 512].map(vllmMaxLoraRank)).toEqual([1, 8, 16, 16, 64, 320, 512]);
+    expect(() => vllmMaxLoraRank(513)).toThrow('trainer.lora.rank 513 is above the largest LoRA rank vLLM serves (512)');
+    expect(vllmLoraSettings({ rank: 12 })).toEqual({
+      args: ['--enable-lora', '--max-lora-rank', '16', '--max-loras', String(MAX_LOADED_ADAPTERS)],
+      env: { VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True' },
+    });
+    expect(vllmLoraSettings(undefined)).toEqual({ args: [], env: {} });
   });
 });

@@ -35,12 +35,21 @@ export interface SampledCompletion {
   lineages: string[];
 }
 
+/**
+ * A server serves trajflow's weights one of two ways, by the kind of checkpoint folder
+ * (../../store/loraAdapter.ts): as its whole weights (`loadWeights`, `weightLabel`), or, for a LoRA
+ * run, as runtime adapters beside its base model (`loadAdapter`, `unloadAdapter`; ./loraAdapters.ts
+ * lists them), each named by its label, that generate requests name.
+ */
 export interface ServerBackend {
   readonly name: 'sglang' | 'vllm';
-  /** The generate call of one attempt, under a request id the server will know it by. */
-  generateCall(request: GenerateRequest, requestId: string): HttpCall;
-  /** Validates a generate answer and maps it; throws MalformedResponseError naming the field. */
-  readGenerate(json: unknown, source: AnswerSource): SampledCompletion;
+  /** The generate call of one attempt, under a request id the server will know it by, sampled by `adapter` if given. */
+  generateCall(request: GenerateRequest, requestId: string, adapter?: WeightsLabel): HttpCall;
+  /**
+   * Validates a generate answer and maps it; throws MalformedResponseError naming the field. With
+   * `adapter` (the request named it), every token is the adapter's version.
+   */
+  readGenerate(json: unknown, source: AnswerSource, adapter?: WeightsLabel): SampledCompletion;
   /** Asks the server to stop decoding a request this process no longer waits for. */
   abortCall(requestId: string): HttpCall;
   /**
@@ -56,4 +65,8 @@ export interface ServerBackend {
    * fails leaves the server serving nothing under a trajflow label it does not hold.
    */
   loadWeights(server: ServerConnection, checkpointDir: string, label: WeightsLabel, timeouts: { controlMs: number; loadMs: number }): Promise<void>;
+  /** Loads the peft adapter directory `adapterDir` as a runtime LoRA adapter named `formatLabel(label)`; throws if the server refuses. */
+  loadAdapter(server: ServerConnection, adapterDir: string, label: WeightsLabel, timeoutMs: number): Promise<void>;
+  /** Unloads the adapter named `formatLabel(label)`; requests already running on it finish (SGLang waits for them, so it may take a request's time). */
+  unloadAdapter(server: ServerConnection, label: WeightsLabel, timeoutMs: number): Promise<void>;
 }

@@ -18,6 +18,12 @@
  * lineage's weights (a server shared with another run, which reloaded it) is never returned: the
  * server is synced again and the request retried. Syncs of one server by several processes take
  * turns (./serverSyncLock.ts).
+ *
+ * LoRA: a checkpoint folder that is a peft adapter (../../store/loraAdapter.ts) is loaded as a
+ * runtime adapter named by its label, beside the server's base model, and each request names the
+ * newest adapter of the target's lineage the server holds (at the target's version or later); its
+ * tokens carry that adapter's version. A few adapters stay loaded per server (./loraAdapters.ts):
+ * older ones are unloaded to make room, except those a request of this process is using.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -25,15 +31,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../log';
 import { BusyTracker } from '../../metrics/busy';
 import type { EngineStats, GenerateRequest, GenerateResult, InferenceProvider } from '../provider';
+import { isLoraAdapterFolder } from '../../store/loraAdapter';
 import type { SampledCompletion, ServerBackend, ServerConnection } from './backend';
-import { abortError, isAbortError, ServerUnavailableError } from './errors';
+import { abortError, isAbortError, ServerRejectedError, ServerUnavailableError } from './errors';
 import { linkAbort } from './linkedAbort';
+import { adapterServing, adaptersToUnload, listAdapters, sameAdapter } from './loraAdapters';
 import { callServer } from './serverCall';
 import { ServerPool, type BackoffOptions, type ServerState } from './serverPool';
 import { ServerSyncLock } from './serverSyncLock';
 import { sglangBackend } from './sglang';
 import { vllmBackend } from './vllm';
-import { lineageOf, type WeightsLabel } from './weightVersions';
+import { formatLabel, lineageOf, type WeightsLabel } from './weightVersions';
 
 export interface HttpProviderOptions {
   backend: 'vllm' | 'sglang';
@@ -74,6 +82,8 @@ export function createHttpProvider(options: HttpProviderOptions): InferenceProvi
 /** The checkpoint every server should hold, and its label. */
 interface WeightsTarget extends WeightsLabel {
   checkpoint: string;
+  /** A LoRA adapter of the servers' base model, not whole weights. */
+  adapter: boolean;
 }
 
 class HttpProvider implements InferenceProvider {
@@ -121,7 +131,7 @@ class HttpProvider implements InferenceProvider {
   loadWeights(checkpoint: string, version: number): Promise<number> {
     return this.track(async () => {
       // The caller names the weights it needs; one call at a time per run (activities/servedWeights.ts).
-      this.target = { checkpoint, version, lineage: lineageOf(checkpoint) };
+      this.target = { checkpoint, version, lineage: lineageOf(checkpoint), adapter: await isLoraAdapterFolder(checkpoint) };
       const outcomes = await Promise.allSettled(this.pool.servers.map((server) => this.loadOnServer(server)));
       const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [errorMessage(outcome.reason)] : []));
       if (failures.length > 0) throw new Error(`loading weights version ${version} from ${checkpoint} failed: ${failures.join('; ')}`);
@@ -190,14 +200,15 @@ class HttpProvider implements InferenceProvider {
     // Counted from here, so requests arriving during a weight sync spread to other servers.
     server.inFlight++;
     try {
-      await untilAborted(this.syncBeforeUse(server), signal);
+      const adapter = await untilAborted(this.syncBeforeUse(server), signal);
       const requestId = `trajflow-${randomUUID()}`;
-      const call = this.backend.generateCall(request, requestId);
+      const call = this.backend.generateCall(request, requestId, adapter);
       const sentAt = performance.now();
       const requestDone = this.requests.begin();
+      const adapterDone = adapter && useAdapter(server, adapter);
       try {
         const json = await callServer(server.url, call, { timeoutMs: this.requestTimeoutMs, signal });
-        const sampled = this.backend.readGenerate(json, { server: server.url, endpoint: call.endpoint });
+        const sampled = this.backend.readGenerate(json, { server: server.url, endpoint: call.endpoint }, adapter);
         // Not the caller's abort (that rejects the fetch): the server gave up on it, say for a pause.
         if (sampled.finish === 'aborted') throw new ServerUnavailableError(server.url, call.endpoint, 'aborted', 'the server aborted the request');
         const foreign = this.foreignLineage(sampled.lineages);
@@ -215,9 +226,18 @@ class HttpProvider implements InferenceProvider {
       } catch (error) {
         // The servers also drop a request whose client hung up, but not necessarily at once.
         if (isAbortError(error) && signal.aborted) await this.tellServerToAbort(server, requestId);
+        if (adapter && isUnknownAdapter(error, adapter)) {
+          throw new ServerUnavailableError(
+            server.url,
+            call.endpoint,
+            'weights',
+            `the server no longer holds adapter ${formatLabel(adapter)} (another process unloaded it): syncing again`,
+          );
+        }
         throw error;
       } finally {
         requestDone();
+        adapterDone?.();
       }
     } finally {
       server.inFlight--;
@@ -275,11 +295,18 @@ class HttpProvider implements InferenceProvider {
   /**
    * Resolves once `server` holds the target checkpoint (or a newer version of its lineage), loading
    * it if needed; one sync per server at a time in this process, and across processes under the lock.
+   * For a LoRA target, resolves with the adapter a request should name.
    */
-  private async syncBeforeUse(server: ServerState): Promise<void> {
+  private async syncBeforeUse(server: ServerState): Promise<WeightsLabel | undefined> {
     for (;;) {
       const target = this.target;
-      if (!target || holds(server.knownWeights, target)) return;
+      if (!target) return undefined;
+      if (target.adapter) {
+        const adapter = adapterServing(server.adapters, target);
+        if (adapter) return adapter;
+      } else if (holds(server.knownWeights, target)) {
+        return undefined;
+      }
       server.syncing ??= this.syncUnderLock(server, target).finally(() => {
         server.syncing = undefined;
       });
@@ -297,6 +324,7 @@ class HttpProvider implements InferenceProvider {
       await this.backend.checkServer?.(connection, SERVER_CHECK_TIMEOUT_MS);
       server.checked = true;
     }
+    if (target.adapter) return this.syncAdapter(server, target, connection);
     // Until this provider has loaded a server once, its label may name weights loaded from a
     // folder since rewritten (a data directory cleared and a run id used again), so the first
     // sync always loads. After it, a newer version of the same lineage was loaded by another
@@ -315,6 +343,61 @@ class HttpProvider implements InferenceProvider {
     this.logger?.info({ server: server.url, version: target.version, ms: Math.round(performance.now() - started) }, 'model server loaded weights');
   }
 
+  /**
+   * LoRA: makes `server` hold the target's adapter beside its base model. As for whole weights, an
+   * adapter another worker of the run loaded is used only once this provider has synced the server;
+   * before that, an adapter under the target's name may come from a folder since rewritten, and is
+   * replaced.
+   */
+  private async syncAdapter(server: ServerState, target: WeightsTarget, connection: ServerConnection): Promise<void> {
+    const firstSync = server.adapters === undefined;
+    if (firstSync) await this.checkBaseWeights(connection);
+    let held = await listAdapters(connection, CONTROL_TIMEOUT_MS);
+    if (!firstSync && adapterServing(held, target)) {
+      server.adapters = held;
+      return;
+    }
+    server.adapters = undefined;
+    if (held.some((adapter) => sameAdapter(adapter, target))) {
+      await this.backend.unloadAdapter(connection, target, this.weightLoadTimeoutMs);
+      held = held.filter((adapter) => !sameAdapter(adapter, target));
+    }
+    held = await this.unloadOldAdapters(server, connection, held, target);
+    this.logger?.info({ server: server.url, to: target.version, checkpoint: target.checkpoint }, 'model server loading LoRA adapter');
+    const started = performance.now();
+    await this.backend.loadAdapter(connection, target.checkpoint, target, this.weightLoadTimeoutMs);
+    server.adapters = [...held, { version: target.version, lineage: target.lineage }];
+    this.logger?.info({ server: server.url, version: target.version, ms: Math.round(performance.now() - started) }, 'model server loaded LoRA adapter');
+  }
+
+  /**
+   * Adapters apply to the base model the server started with: one whose weights trajflow replaced
+   * by a full fine-tuning run's checkpoint (a label with a lineage) would sample other tokens under
+   * the adapters' labels.
+   */
+  private async checkBaseWeights(connection: ServerConnection): Promise<void> {
+    const base = await this.backend.weightLabel(connection, CONTROL_TIMEOUT_MS);
+    if (base?.lineage) {
+      throw new Error(
+        `${connection.url} serves a full fine-tuning run's weights (version ${base.version} of lineage ${base.lineage}), not its base model: a LoRA run's adapters need the base model; restart the server`,
+      );
+    }
+  }
+
+  /** Unloads old adapters to make room for `incoming` (best-effort: one that fails to unload stays); returns those left. */
+  private async unloadOldAdapters(server: ServerState, connection: ServerConnection, held: WeightsLabel[], incoming: WeightsLabel): Promise<WeightsLabel[]> {
+    let left = held;
+    for (const old of adaptersToUnload(held, incoming, (adapter) => (server.adapterUses.get(formatLabel(adapter)) ?? 0) > 0)) {
+      try {
+        await this.backend.unloadAdapter(connection, old, this.weightLoadTimeoutMs);
+        left = left.filter((adapter) => !sameAdapter(adapter, old));
+      } catch (error) {
+        this.logger?.warn({ server: server.url, adapter: formatLabel(old), error: errorMessage(error) }, 'could not unload an old LoRA adapter');
+      }
+    }
+    return left;
+  }
+
   private connection(server: ServerState): ServerConnection {
     return { url: server.url, send: (call, { timeoutMs }) => callServer(server.url, call, { timeoutMs, signal: this.closing.signal }) };
   }
@@ -323,6 +406,22 @@ class HttpProvider implements InferenceProvider {
 /** Whether weights labelled `held` serve `target`: its lineage, its version or newer. */
 function holds(held: WeightsLabel | undefined, target: WeightsLabel): boolean {
   return held !== undefined && held.lineage === target.lineage && held.version >= target.version;
+}
+
+/** Counts a request of this process on `adapter` (so it is not unloaded under it); returns the release. */
+function useAdapter(server: ServerState, adapter: WeightsLabel): () => void {
+  const name = formatLabel(adapter);
+  server.adapterUses.set(name, (server.adapterUses.get(name) ?? 0) + 1);
+  return () => {
+    const left = (server.adapterUses.get(name) ?? 1) - 1;
+    if (left > 0) server.adapterUses.set(name, left);
+    else server.adapterUses.delete(name);
+  };
+}
+
+/** Whether `error` is the server refusing a request for naming an adapter it does not hold (both servers' messages name it). */
+function isUnknownAdapter(error: unknown, adapter: WeightsLabel): boolean {
+  return error instanceof ServerRejectedError && error.serverMessage.includes(formatLabel(adapter));
 }
 
 function toResult(sampled: SampledCompletion, queueMs: number, decodeMs: number): GenerateResult {

@@ -14,6 +14,8 @@ export interface HttpCall {
   endpoint: string;
   body?: unknown;
   headers?: Record<string, string>;
+  /** How a successful answer's body is read: JSON (the default), or text (vLLM's LoRA endpoints answer with a sentence). */
+  answer?: 'json' | 'text';
 }
 
 export interface CallOptions {
@@ -25,7 +27,7 @@ export interface CallOptions {
 /** A server's answer body is quoted in errors up to this length. */
 const MAX_QUOTED_CHARS = 500;
 
-/** Sends `call` to the server at base URL `server`; resolves with the parsed JSON (undefined for an empty body). */
+/** Sends `call` to the server at base URL `server`; resolves with the parsed JSON (undefined for an empty body), or the text. */
 export async function callServer(server: string, call: HttpCall, { timeoutMs, signal }: CallOptions): Promise<unknown> {
   if (signal?.aborted) throw abortError(signal.reason);
   const link = linkAbort(signal);
@@ -57,6 +59,7 @@ export async function callServer(server: string, call: HttpCall, { timeoutMs, si
   if (status >= 500) throw new ServerUnavailableError(server, call.endpoint, 'status', `HTTP ${status}: ${serverMessage(text)}`, status);
   if (status >= 400) throw new ServerRejectedError(server, call.endpoint, status, serverMessage(text));
   if (status < 200 || status >= 300) throw new MalformedResponseError(server, call.endpoint, `HTTP ${status}`);
+  if (call.answer === 'text') return text;
   if (text.trim() === '') return undefined;
   try {
     return JSON.parse(text);
@@ -77,7 +80,8 @@ export function parseAnswer<T>(schema: z.ZodType<T>, json: unknown, server: stri
 
 /**
  * What an error body says, in the shapes vLLM (FastAPI: `{detail}` or `{error: {message}}`) and
- * SGLang (`{error: {message}}`, `{error: "..."}`, `{message}`) use; else the body itself.
+ * SGLang (`{error: {message}}`, `{error: "..."}`, `{message}`, its LoRA endpoints' `{error_message}`) use;
+ * else the body itself.
  */
 export function serverMessage(text: string): string {
   try {
@@ -86,6 +90,7 @@ export function serverMessage(text: string): string {
     if (typeof error === 'string') return error;
     if (error && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') return (error as { message: string }).message;
     if (typeof body?.message === 'string') return body.message;
+    if (typeof body?.error_message === 'string' && body.error_message) return body.error_message;
     if (typeof body?.detail === 'string') return body.detail;
     if (body?.detail !== undefined) return quote(JSON.stringify(body.detail));
   } catch {

@@ -25,6 +25,13 @@ export interface ServerState {
    * failed, and after the server goes down: it may come back restarted, on its initial weights.
    */
   knownWeights?: WeightsLabel;
+  /**
+   * LoRA runs: the trajflow adapters the server holds, as last listed or changed by this process;
+   * undefined like knownWeights (the first sync after it replaces the target's adapter).
+   */
+  adapters?: WeightsLabel[];
+  /** LoRA runs: this process's requests on the server per adapter name (those are not unloaded). */
+  readonly adapterUses: Map<string, number>;
   /** Whether the backend's set-up check (checkServer) passed on it; forgotten, like its weights, when it goes down. */
   checked?: boolean;
   /** The weight sync under way on this server, shared by every request that needs it. */
@@ -50,7 +57,7 @@ export class ServerPool {
     private readonly now: () => number = () => performance.now(),
   ) {
     if (urls.length === 0) throw new Error('a model server pool needs at least one server URL');
-    this.servers = urls.map((url) => ({ url, inFlight: 0, failures: 0, downUntil: 0, lastPickedAt: -Infinity }));
+    this.servers = urls.map((url) => ({ url, inFlight: 0, failures: 0, downUntil: 0, lastPickedAt: -Infinity, adapterUses: new Map<string, number>() }));
     this.initialBackoffMs = initialBackoffMs;
     this.maxBackoffMs = Math.max(maxBackoffMs, initialBackoffMs);
   }
@@ -86,6 +93,7 @@ export class ServerPool {
     server.downUntil = this.now() + backoffMs;
     server.lastError = error.message;
     server.knownWeights = undefined;
+    server.adapters = undefined;
     server.checked = undefined;
     return backoffMs;
   }

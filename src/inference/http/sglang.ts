@@ -14,15 +14,21 @@
  *   older 0.5.x servers give only `meta_info.weight_version`, taken for every token.
  * - /update_weights_from_disk takes a writer lock: requests in flight finish on the old weights,
  *   new ones wait for the new.
+ * - LoRA (a server started with `--enable-lora`): /load_lora_adapter and /unload_lora_adapter
+ *   answer `{success, error_message, loaded_adapters}` (io_struct.py LoRAUpdateOutput); a generate
+ *   request names its adapter in `lora_path` (the adapter's name, despite the field's); the
+ *   answer's versions are the base model's label.
  */
 import { z } from 'zod';
 import type { GenerateRequest } from '../provider';
 import type { AnswerSource, SampledCompletion, ServerBackend, ServerConnection } from './backend';
+import { MalformedResponseError } from './errors';
 import { parseAnswer, type HttpCall } from './serverCall';
 import {
+  adapterTokenVersions,
   formatLabel,
-  labelProblem,
   parseLabel,
+  spanLabelsProblem,
   spansProblem,
   tokenVersions,
   WeightVersionSpanSchema,
@@ -36,6 +42,8 @@ const tokenId = z.number().int().nonnegative();
 export const SglangGenerateRequestSchema = z.strictObject({
   rid: z.string().min(1),
   input_ids: z.array(tokenId).min(1),
+  /** The name of the LoRA adapter that samples the request (absent: the base model's weights, as loaded). */
+  lora_path: z.string().min(1).optional(),
   sampling_params: z.strictObject({
     max_new_tokens: z.number().int().positive(),
     temperature: z.number().nonnegative(),
@@ -91,12 +99,17 @@ export const SglangGenerateResponseSchema = z
       ctx.addIssue({ code: 'custom', path: ['meta_info', 'weight_version'], message: 'missing: the server reported no weight version' });
       return;
     }
-    const path = meta.weight_versions?.length ? ['meta_info', 'weight_versions'] : ['meta_info', 'weight_version'];
-    const problem = spansProblem(spans, ids.length) ?? spans.map((span) => labelProblem(span.version)).find(Boolean);
-    if (problem) ctx.addIssue({ code: 'custom', path, message: problem });
+    // Whether the labels are trajflow's depends on the request (an adapter's name the base): readGenerate checks them.
+    const problem = spansProblem(spans, ids.length);
+    if (problem) ctx.addIssue({ code: 'custom', path: versionsPath(answer), message: problem });
   });
 
 type SglangGenerateResponse = z.infer<typeof SglangGenerateResponseSchema>;
+
+/** The field an answer's versions came from, for error messages. */
+function versionsPath({ meta_info }: Pick<SglangGenerateResponse, 'meta_info'>): string[] {
+  return meta_info.weight_versions?.length ? ['meta_info', 'weight_versions'] : ['meta_info', 'weight_version'];
+}
 
 /** The spans of an answer: its own, or (older servers) its one version over all its tokens. */
 function versionSpans({ output_ids, meta_info }: SglangGenerateResponse): WeightVersionSpan[] | undefined {
@@ -109,14 +122,17 @@ const ModelInfoSchema = z.looseObject({ weight_version: z.string().nullish() });
 
 const UpdateWeightsAnswerSchema = z.looseObject({ success: z.boolean(), message: z.string().default('') });
 
+const LoraUpdateAnswerSchema = z.looseObject({ success: z.boolean(), error_message: z.string().nullish() });
+
 export const sglangBackend: ServerBackend = {
   name: 'sglang',
 
-  generateCall(request: GenerateRequest, requestId: string): HttpCall {
+  generateCall(request: GenerateRequest, requestId: string, adapter?: WeightsLabel): HttpCall {
     const { sampling } = request;
     const body: SglangGenerateRequest = {
       rid: requestId,
       input_ids: [...request.promptIds],
+      ...(adapter ? { lora_path: formatLabel(adapter) } : {}),
       sampling_params: {
         max_new_tokens: sampling.maxTokens,
         temperature: sampling.temperature,
@@ -132,9 +148,12 @@ export const sglangBackend: ServerBackend = {
     return { method: 'POST', endpoint: '/generate', body };
   },
 
-  readGenerate(json: unknown, { server, endpoint }: AnswerSource): SampledCompletion {
+  readGenerate(json: unknown, { server, endpoint }: AnswerSource, adapter?: WeightsLabel): SampledCompletion {
     const answer = parseAnswer(SglangGenerateResponseSchema, json, server, endpoint);
-    const versions = tokenVersions(versionSpans(answer) ?? []);
+    const spans = versionSpans(answer) ?? [];
+    const problem = adapter ? undefined : spanLabelsProblem(spans);
+    if (problem) throw new MalformedResponseError(server, endpoint, `${versionsPath(answer).join('.')}: ${problem}`);
+    const versions = adapter ? adapterTokenVersions(adapter, answer.output_ids.length) : tokenVersions(spans);
     const type = answer.meta_info.finish_reason.type;
     return {
       completionIds: answer.output_ids,
@@ -165,5 +184,19 @@ export const sglangBackend: ServerBackend = {
     const body = { model_path: checkpointDir, weight_version: formatLabel(label), abort_all_requests: false, flush_cache: true };
     const answer = parseAnswer(UpdateWeightsAnswerSchema, await server.send({ method: 'POST', endpoint, body }, { timeoutMs: loadMs }), server.url, endpoint);
     if (!answer.success) throw new Error(`${server.url} ${endpoint} did not load ${checkpointDir}: ${answer.message || 'success: false'}`);
+  },
+
+  async loadAdapter(server: ServerConnection, adapterDir: string, label: WeightsLabel, timeoutMs: number): Promise<void> {
+    const endpoint = '/load_lora_adapter';
+    const body = { lora_name: formatLabel(label), lora_path: adapterDir };
+    const answer = parseAnswer(LoraUpdateAnswerSchema, await server.send({ method: 'POST', endpoint, body }, { timeoutMs }), server.url, endpoint);
+    if (!answer.success) throw new Error(`${server.url} ${endpoint} did not load adapter ${adapterDir}: ${answer.error_message || 'success: false'}`);
+  },
+
+  async unloadAdapter(server: ServerConnection, label: WeightsLabel, timeoutMs: number): Promise<void> {
+    const endpoint = '/unload_lora_adapter';
+    const body = { lora_name: formatLabel(label) };
+    const answer = parseAnswer(LoraUpdateAnswerSchema, await server.send({ method: 'POST', endpoint, body }, { timeoutMs }), server.url, endpoint);
+    if (!answer.success) throw new Error(`${server.url} ${endpoint} did not unload ${body.lora_name}: ${answer.error_message || 'success: false'}`);
   },
 };

@@ -18,12 +18,26 @@
  *   (with top_p < 1 vLLM renormalises over the nucleus). No request field can choose it.
  * - `weight_versions` spans come with every finished output of 0.32; null means the engine had no
  *   label for some tokens, which trajflow refuses (it records exact versions).
+ * - LoRA (a server started with `--enable-lora` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True):
+ *   /v1/load_lora_adapter and /v1/unload_lora_adapter (vllm/entrypoints/serve/lora/api_router.py,
+ *   answering a sentence, not JSON), and a generate request names its adapter in `model`; the
+ *   answer's `model` is the adapter's name, and its spans carry the base model's label.
  */
 import { z } from 'zod';
 import type { GenerateRequest } from '../provider';
 import type { AnswerSource, SampledCompletion, ServerBackend, ServerConnection } from './backend';
+import { MalformedResponseError } from './errors';
 import { parseAnswer, type HttpCall } from './serverCall';
-import { formatLabel, labelProblem, parseLabel, spansProblem, tokenVersions, WeightVersionSpanSchema, type WeightsLabel } from './weightVersions';
+import {
+  adapterTokenVersions,
+  formatLabel,
+  parseLabel,
+  spanLabelsProblem,
+  spansProblem,
+  tokenVersions,
+  WeightVersionSpanSchema,
+  type WeightsLabel,
+} from './weightVersions';
 
 const tokenId = z.number().int().nonnegative();
 
@@ -33,6 +47,8 @@ const MISSING_LOGPROB = -9999;
 /** The body trajflow sends to POST /inference/v1/generate. */
 export const VllmGenerateRequestSchema = z.strictObject({
   request_id: z.string().min(1),
+  /** The LoRA adapter that samples the request (absent: the base model's weights, as loaded). */
+  model: z.string().min(1).optional(),
   token_ids: z.array(tokenId).min(1),
   sampling_params: z.strictObject({
     n: z.literal(1),
@@ -63,6 +79,7 @@ const ChoiceSchema = z.object({
 export const VllmGenerateResponseSchema = z
   .object({
     request_id: z.string().optional(),
+    model: z.string().optional(),
     choices: z.array(ChoiceSchema).length(1),
   })
   .superRefine(({ choices: [choice] }, ctx) => {
@@ -82,8 +99,8 @@ export const VllmGenerateResponseSchema = z
           ctx.addIssue({ code: 'custom', path: at('logprobs', 'content', i, 'logprob'), message: `${logprob} is vLLM's placeholder for a missing logprob` });
       });
     }
-    const problem =
-      spansProblem(choice.weight_versions, choice.token_ids.length) ?? choice.weight_versions.map((span) => labelProblem(span.version)).find(Boolean);
+    // Whether the labels are trajflow's depends on the request (an adapter's spans name the base): readGenerate checks them.
+    const problem = spansProblem(choice.weight_versions, choice.token_ids.length);
     if (problem) ctx.addIssue({ code: 'custom', path: at('weight_versions'), message: problem });
   });
 
@@ -105,10 +122,11 @@ const ResetPrefixCacheSchema = z.looseObject({ success: z.boolean() });
 export const vllmBackend: ServerBackend = {
   name: 'vllm',
 
-  generateCall(request: GenerateRequest, requestId: string): HttpCall {
+  generateCall(request: GenerateRequest, requestId: string, adapter?: WeightsLabel): HttpCall {
     const { sampling } = request;
     const body: VllmGenerateRequest = {
       request_id: requestId,
+      ...(adapter ? { model: formatLabel(adapter) } : {}),
       token_ids: [...request.promptIds],
       sampling_params: {
         n: 1,
@@ -127,11 +145,19 @@ export const vllmBackend: ServerBackend = {
     return { method: 'POST', endpoint: '/inference/v1/generate', body, headers: { 'X-Request-Id': requestId } };
   },
 
-  readGenerate(json: unknown, { server, endpoint }: AnswerSource): SampledCompletion {
-    const {
-      choices: [choice],
-    } = parseAnswer(VllmGenerateResponseSchema, json, server, endpoint);
-    const versions = tokenVersions(choice.weight_versions);
+  readGenerate(json: unknown, { server, endpoint }: AnswerSource, adapter?: WeightsLabel): SampledCompletion {
+    const answer = parseAnswer(VllmGenerateResponseSchema, json, server, endpoint);
+    const [choice] = answer.choices;
+    if (adapter && answer.model !== formatLabel(adapter)) {
+      throw new MalformedResponseError(
+        server,
+        endpoint,
+        `model: ${JSON.stringify(answer.model)}, but the request named adapter ${JSON.stringify(formatLabel(adapter))}`,
+      );
+    }
+    const problem = adapter ? undefined : spanLabelsProblem(choice.weight_versions);
+    if (problem) throw new MalformedResponseError(server, endpoint, `choices[0].weight_versions: ${problem}`);
+    const versions = adapter ? adapterTokenVersions(adapter, choice.token_ids.length) : tokenVersions(choice.weight_versions);
     return {
       completionIds: choice.token_ids,
       logprobs: choice.logprobs.content.map(({ logprob }) => logprob),
@@ -189,5 +215,20 @@ export const vllmBackend: ServerBackend = {
     if (!reset.success) throw new Error(`${server.url} ${endpoint}: the server could not drop the old weights' KV cache`);
     await post('/update_weight_version', { new_version: formatLabel(label) });
     await post('/resume');
+  },
+
+  /** The engine loads it before answering (a bad directory is an error then), so the first request on it does not wait. */
+  async loadAdapter(server: ServerConnection, adapterDir: string, label: WeightsLabel, timeoutMs: number): Promise<void> {
+    const call: HttpCall = {
+      method: 'POST',
+      endpoint: '/v1/load_lora_adapter',
+      body: { lora_name: formatLabel(label), lora_path: adapterDir },
+      answer: 'text',
+    };
+    await server.send(call, { timeoutMs });
+  },
+
+  async unloadAdapter(server: ServerConnection, label: WeightsLabel, timeoutMs: number): Promise<void> {
+    await server.send({ method: 'POST', endpoint: '/v1/unload_lora_adapter', body: { lora_name: formatLabel(label) }, answer: 'text' }, { timeoutMs });
   },
 };

@@ -53,6 +53,11 @@ export function labelProblem(label: string): string | undefined {
     : undefined;
 }
 
+/** Why some span's label is not a trajflow label, or undefined if every one is. */
+export function spanLabelsProblem(spans: readonly WeightVersionSpan[]): string | undefined {
+  return spans.map((span) => labelProblem(span.version)).find(Boolean);
+}
+
 /** Why `spans` do not label exactly tokens 0..tokenCount-1 in order, or undefined if they do. */
 export function spansProblem(spans: readonly WeightVersionSpan[], tokenCount: number): string | undefined {
   if (spans.length === 0) return 'no weight version spans';
@@ -79,4 +84,13 @@ export function tokenVersions(spans: readonly WeightVersionSpan[]): { first: num
     for (let t = span.start; t < span.end; t++) perToken.push(version);
   }
   return { first: perToken[0] ?? parseLabel(spans[0].version)!.version, perToken, lineages: [...lineages] };
+}
+
+/**
+ * The versions of a completion sampled under a LoRA adapter: the adapter's, for every token. The
+ * servers' spans then name the base model's label, not the adapter's; a request runs on one
+ * adapter from its first token to its last, so the adapter it named is exact.
+ */
+export function adapterTokenVersions(adapter: WeightsLabel, tokenCount: number): { first: number; perToken: number[]; lineages: string[] } {
+  return { first: adapter.version, perToken: new Array<number>(tokenCount).fill(adapter.version), lineages: [adapter.lineage] };
 }
