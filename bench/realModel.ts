@@ -2,7 +2,9 @@
  * `npm run bench:real-model`: the real-model path on this machine, measured in one run.
  *   1. decode tokens/s at batch 1 and batch 16 through each CPU server, side by side: vLLM's CPU
  *      build and trajflow's own SGLang-API server (HTTP client included);
- *   2. seconds per weight sync on each (the server loads a Hugging Face directory from disk);
+ *   2. seconds per weight sync on each, side by side: the whole model (the server loads a Hugging
+ *      Face directory from disk) and a LoRA adapter of it (`trainer.lora`'s defaults, loaded as a
+ *      runtime adapter; target: at most 1/4 of the whole model's time);
  *   3. a short training run of config/examples/arithmetic-smollm2-train.yaml (`--steps N` to
  *      shorten it, `--no-training` to skip it): reward per step, which must rise, and the Python
  *      trainer's train tokens/s.
@@ -10,6 +12,7 @@
  * `--syncs N` (default 3).
  * Needs `bash scripts/setup.sh` (the Python environment and the SmolLM2 directory).
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,7 +20,8 @@ import { spawnModelServer, spawnVllmServer } from '../client/modelServers';
 import { runTraining } from '../client/runTraining';
 import { stopWorker } from '../client/workerProcess';
 import { createLogger } from '../src/log';
-import { PROJECT_ROOT, SMOLLM2_DIR } from '../src/paths';
+import { PROJECT_ROOT, PYTHON_BIN, PYTHON_SOURCES, SMOLLM2_DIR } from '../src/paths';
+import { LoraSchema, type LoraConfig } from '../config/schema';
 import { freePort } from '../src/ports';
 import { createHttpProvider } from '../src/inference/http/httpProvider';
 import type { InferenceProvider } from '../src/inference/provider';
@@ -63,13 +67,47 @@ async function decodeRate(provider: InferenceProvider, promptIds: number[], batc
   return tokens / ((performance.now() - started) / 1000);
 }
 
+/** Version 0 of a LoRA run of `base` as the trainer publishes it (its own code), in `dest`. */
+function publishInitialAdapter(base: string, lora: LoraConfig, dest: string): void {
+  const script = [
+    'import json, sys',
+    'from pathlib import Path',
+    'from trajflow_py.trainer.adapters import adapter_state, initial_adapter, save_adapter',
+    'from trajflow_py.trainer.inputs import LoraSettings',
+    'model = initial_adapter(Path(sys.argv[1]), LoraSettings.model_validate(json.loads(sys.argv[2])))',
+    'Path(sys.argv[3]).mkdir(parents=True)',
+    'save_adapter(model, adapter_state(model), Path(sys.argv[1]), Path(sys.argv[3]))',
+  ].join('\n');
+  execFileSync(PYTHON_BIN, ['-c', script, base, JSON.stringify(lora), dest], { cwd: PYTHON_SOURCES, env: { ...process.env, HF_HUB_OFFLINE: '1' } });
+}
+
+/** Seconds of each of SYNCS syncs to versions 1.. of `checkpoint`. */
+async function syncTimes(provider: InferenceProvider, checkpoint: string): Promise<number[]> {
+  const seconds: number[] = [];
+  for (let version = 1; version <= SYNCS; version++) {
+    const started = performance.now();
+    await provider.loadWeights(checkpoint, version);
+    seconds.push((performance.now() - started) / 1000);
+  }
+  return seconds;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
 async function benchmarkServer(backend: Backend): Promise<void> {
   const port = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'trajflow-bench-'));
   const log = path.join(dir, 'model-server.log');
-  const server = backend === 'vllm' ? await spawnVllmServer(SMOLLM2_DIR, port, log, 2048) : await spawnModelServer(SMOLLM2_DIR, port, log, 16);
+  const lora = LoraSchema.parse({});
+  const adapter = path.join(dir, 'lora', 'checkpoints', 'v000000');
+  publishInitialAdapter(SMOLLM2_DIR, lora, adapter);
+  const server = backend === 'vllm' ? await spawnVllmServer(SMOLLM2_DIR, port, log, 2048, lora) : await spawnModelServer(SMOLLM2_DIR, port, log, 16, lora);
   const provider = createHttpProvider({ backend, servers: [`http://127.0.0.1:${port}`], requestTimeoutS: 300 });
+  const loraProvider = createHttpProvider({ backend, servers: [`http://127.0.0.1:${port}`], requestTimeoutS: 300 });
   try {
+    // Adapters first: once whole weights replaced the base model, the server takes no adapters.
+    const adapterSyncs = await syncTimes(loraProvider, adapter);
+    await loraProvider.close();
     const chat = await loadChatFormat(SMOLLM2_DIR);
     const promptIds = chat.renderConversationStart([{ role: 'user', content: 'Write a short story about a robot learning to add numbers.' }]);
     await provider.loadWeights(SMOLLM2_DIR, 0);
@@ -80,15 +118,14 @@ async function benchmarkServer(backend: Backend): Promise<void> {
     console.log(`${name} (SmolLM2-135M-Instruct, float32, ${os.cpus().length} cores), ${DECODE_TOKENS} tokens per request, prompt ${promptIds.length} tokens`);
     console.log(`  batch  1: ${one.toFixed(1)} tokens/s`);
     console.log(`  batch 16: ${sixteen.toFixed(1)} tokens/s (${(sixteen / one).toFixed(2)}x)`);
-    const syncs: number[] = [];
-    for (let version = 1; version <= SYNCS; version++) {
-      const started = performance.now();
-      await provider.loadWeights(SMOLLM2_DIR, version);
-      syncs.push((performance.now() - started) / 1000);
-    }
-    console.log(`  weight sync from disk: ${syncs.map((s) => s.toFixed(2)).join(', ')} s`);
+    const fullSyncs = await syncTimes(provider, SMOLLM2_DIR);
+    const ratio = median(adapterSyncs) / median(fullSyncs);
+    console.log(`  weight sync, whole model from disk: ${fullSyncs.map((s) => s.toFixed(2)).join(', ')} s`);
+    console.log(`  weight sync, LoRA adapter (rank ${lora.rank}, ${lora.targetModules.length} modules): ${adapterSyncs.map((s) => s.toFixed(3)).join(', ')} s`);
+    console.log(`  LoRA / whole (medians): ${ratio.toFixed(3)}   target <= 0.25: ${ratio <= 0.25 ? 'MET' : 'NOT MET'}`);
   } finally {
     await provider.close();
+    await loraProvider.close();
     await stopWorker(server);
   }
 }

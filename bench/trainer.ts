@@ -7,7 +7,14 @@
  * ratios.
  *
  *   npm run build && npm run bench:trainer -- [--config FILE] [--sequences 240] [--rounds 3]
+ *
+ * With --model DIR it benches the Python trainer of that Hugging Face model instead
+ * (python/trajflow_py/trainer/bench.py, which reads every option; docs/benchmarks.md):
+ *
+ *   npm run bench:trainer -- --model .models/smollm2-135m-instruct [--sequences 8] [--rounds 2] [--micro-batch-tokens 1024]
  */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createRng, type Rng } from '../src/core/random';
 import { encode, renderConversationStart, SPECIAL_TOKENS } from '../src/core/tokenizer';
@@ -20,6 +27,7 @@ import { createAgent, createEnvironment } from '../src/plugins/registry';
 import type { TrainingSample } from '../src/rl/loss';
 import { PolicyTrainer, trainerSettings } from '../src/rl/trainer';
 import { loadRunConfig } from '../src/runConfig';
+import { PYTHON_BIN, PYTHON_SOURCES } from '../src/paths';
 import type { RunConfig } from '../config/schema';
 
 const DEFAULT_CONFIG = 'config/examples/frozenlake-random-train.yaml';
@@ -68,7 +76,39 @@ function randomTurn(config: RunConfig, rng: Rng): TrainingSample {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
 
+/**
+ * The arguments of the real-model bench when they name --model (its directory made absolute: the
+ * Python side runs in PYTHON_SOURCES), or undefined: the embedded trainer is benched.
+ */
+function realModelArguments(argv: string[]): string[] | undefined {
+  const index = argv.findIndex((arg) => arg === '--model' || arg.startsWith('--model='));
+  if (index < 0) return undefined;
+  const [flag, inline] = argv[index].split(/=(.*)/s);
+  const dir = inline ?? argv[index + 1];
+  if (dir === undefined || dir === '') throw new Error('--model needs a Hugging Face model directory');
+  const rest = [...argv.slice(0, index), ...argv.slice(index + (inline === undefined ? 2 : 1))];
+  return [flag, path.resolve(dir), ...rest];
+}
+
+/** Runs python/trajflow_py/trainer/bench.py, its output straight to ours; resolves to its exit code. */
+function runRealModelBench(args: string[]): Promise<number> {
+  const child = spawn(PYTHON_BIN, ['-m', 'trajflow_py.trainer.bench', ...args], {
+    cwd: PYTHON_SOURCES,
+    env: { ...process.env, HF_HUB_OFFLINE: '1' },
+    stdio: 'inherit',
+  });
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+  });
+}
+
 async function main(): Promise<void> {
+  const realModel = realModelArguments(process.argv.slice(2));
+  if (realModel !== undefined) {
+    process.exitCode = await runRealModelBench(realModel);
+    return;
+  }
   const options = parseOptions(process.argv.slice(2));
   const config = loadRunConfig(options.config);
   if (config.model.path !== undefined) throw new Error(`${options.config}: bench:trainer measures the embedded trainer; this config names a real model`);

@@ -477,9 +477,11 @@ export const TrainerConfigSchema = z.strictObject({
   /**
    * Python trainer of a real model: the most tokens one forward pass feeds, several sequences
    * packed side by side (attention kept inside each); a longer sequence runs alone. 0: every
-   * sequence alone. Bigger packs use the hardware better and need more activation memory.
+   * sequence alone. Bigger packs keep a GPU busier and need more activation memory; with
+   * PyTorch's attention a pack attends over all of its tokens under a mask, which costs the
+   * square of its length, so on CPUs packing does not pay (docs/benchmarks.md).
    */
-  microBatchTokens: z.number().int().nonnegative().default(4096),
+  microBatchTokens: z.number().int().nonnegative().default(1024),
   /** Python trainer of a real model: recompute each layer's activations in the backward pass (less memory, about a third more compute). */
   activationCheckpointing: z.boolean().default(false),
   /** Python trainer of a real model: its processes (ranks) and hosts. */
@@ -685,5 +687,6 @@ export type SamplingConfig = z.infer<typeof SamplingConfigSchema>;
 export type RewardConfig = z.infer<typeof RewardConfigSchema>;
 export type ModelSettings = z.infer<typeof ModelConfigSchema>;
 export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
+export type LoraConfig = z.infer<typeof LoraSchema>;
 export type EvalConfig = z.infer<typeof EvalConfigSchema>;
 export type TraceConfig = z.infer<typeof TraceConfigSchema>;

@@ -57,7 +57,8 @@ class LoraModel:
         try:
             if self._peft is None:
                 self._peft = PeftModel(self.base, config, adapter_name=name)
-            result = self._peft.load_adapter(directory, adapter_name=name)
+            # Built on the meta device and filled from the files: no random initialisation to overwrite.
+            result = self._peft.load_adapter(directory, adapter_name=name, low_cpu_mem_usage=True)
         except Exception as error:
             self._discard(name, created)
             raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error

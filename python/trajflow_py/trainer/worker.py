@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -175,7 +177,12 @@ def main(argv: list[str]) -> int:
             code = 0
         # Only on an orderly stop: after a failure, a peer may never reach the barrier of leaving.
         leave_ranks(ranks)
-        return code
+        # Exits without the interpreter's teardown, in which the process group's threads can abort
+        # the process (a rank's non-zero exit would make torchrun start every rank again).
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     except Exception:
         logger.error("the trainer worker failed", exc_info=True)
         return 1
