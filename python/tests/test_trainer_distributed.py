@@ -68,3 +68,13 @@ def test_two_ranks_train_as_one_process_and_a_resume_on_one_reads_their_state(da
     # Step 1 on one process from the 2 ranks' v1: AdamW's moments come back resharded.
     activities_for(ranked, model_dir).train_step(steps[1])
     assert_same_weights(checkpoint(data_dir, 2), ranked_checkpoint / "v000002")
+
+
+def test_ranks_that_torchrun_starts_again_meet_again():
+    """torchrun keeps its store across restarts; the ranks of an attempt must not read the addresses of the last one's."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--max-restarts=1", str(TESTS / "ranks_meet_again.py")]
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("attempt"))
+    assert lines == [f"attempt {attempt} rank {rank} summed 2" for attempt in (0, 1) for rank in (0, 1)]

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch._C._distributed_c10d import PrefixStore, Store, TCPStore
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
@@ -90,8 +91,22 @@ def join_ranks() -> Ranks:
         return Ranks(0, 1, device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
+    rank = int(os.environ["RANK"])
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend, store=attempt_store(rank, world), rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
     return Ranks(dist.get_rank(), dist.get_world_size(), device)
+
+
+def attempt_store(rank: int, world: int) -> Store:
+    """
+    The key-value store the ranks meet through, under a prefix of torchrun's restart count: torchrun
+    keeps one store for every restart of the ranks, and the addresses the ranks of an earlier attempt
+    wrote there (dead processes' ports) must not be read by the next attempt's.
+    """
+    # torchrun's agent hosts the store when it says so; otherwise rank 0 does.
+    agent_hosts = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=not agent_hosts and rank == 0, timeout=COLLECTIVE_TIMEOUT)
+    return PrefixStore(f"trajflow/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
 def leave_ranks(ranks: Ranks) -> None:
