@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from trajflow_py.model_server.client import ServerProcess, running_server
 from trajflow_py.model_server.engine import Engine, Sequence, UnknownAdapter
@@ -57,6 +58,8 @@ def adapters(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     made = {
         "a1": _make_adapter(tiny_dir, root / "a1", 1, ["q_proj", "v_proj"]),
         "a2": _make_adapter(tiny_dir, root / "a2", 2, ["q_proj", "o_proj", "gate_proj"]),
+        # a1's shape, other weights: what a training run's next version is.
+        "a1b": _make_adapter(tiny_dir, root / "a1b", 3, ["q_proj", "v_proj"]),
     }
     # a1's tensors under a config that says rank 8: peft cannot place them.
     wrong_rank = root / "wrong_rank"
@@ -76,6 +79,7 @@ def reference(tiny_dir: Path, adapters: dict[str, Path]):
 
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_dir), str(adapters["a1"]), adapter_name="a1").eval()
     model.load_adapter(str(adapters["a2"]), adapter_name="a2")
+    model.load_adapter(str(adapters["a1b"]), adapter_name="a1b")
 
     def logprobs(prompt: list[int], output_ids: list[int], adapter: str | None, temperature: float = 1.0) -> list[float]:
         ids = torch.tensor([prompt + output_ids[:-1]])
@@ -156,6 +160,30 @@ def test_unload_waits_for_the_requests_holding_the_adapter(engine, adapters):
     # The last adapter took peft's layers with it: the plain base model runs again.
     assert engine.lora is not None
     assert engine.lora.runnable is engine.model
+
+
+def test_an_unloaded_adapters_matrices_take_the_next_adapter_of_its_shape(engine, adapters, reference, tmp_path):
+    engine.load_adapter("x", str(adapters["a1"]))
+    engine.load_adapter("keep", str(adapters["a2"]))
+    spare = engine._adapters["x"].peft_name
+    engine.unload_adapter("x")
+    # a1b's weights copied into the matrices that held a1's (same shape): they compute a1b now, not a1.
+    engine.load_adapter("z", str(adapters["a1b"]))
+    assert engine._adapters["z"].peft_name == spare
+    seq = _wait(engine.submit("z", PROMPTS["a1"], _sampling(6), lora_name="z"))
+    assert seq.output_logprobs == pytest.approx(reference(PROMPTS["a1"], seq.output_ids, "a1b"), abs=TOLERANCE, rel=0)
+    assert max(abs(a - b) for a, b in zip(reference(PROMPTS["a1"], seq.output_ids, "a1"), seq.output_logprobs, strict=True)) > 0.05
+    # A refill that fails (a1's shape, a tensor missing) drops the spare and leaves the rest serving.
+    engine.unload_adapter("z")
+    torn = tmp_path / "torn"
+    shutil.copytree(adapters["a1b"], torn)
+    tensors = load_file(torn / "adapter_model.safetensors")
+    save_file(dict(list(tensors.items())[1:]), torn / "adapter_model.safetensors")
+    with pytest.raises(AdapterError, match=rf"{torn}: lacks 1 tensors"):
+        engine.load_adapter("bad", str(torn))
+    assert engine.loaded_adapters() == {"keep": str(adapters["a2"])}
+    assert engine.lora is not None
+    assert engine.lora._spares == []
 
 
 def test_a_failed_load_leaves_the_model_as_it_was(engine, adapters, tiny_dir):

@@ -7,6 +7,11 @@ the original as its base layer), so every method here mutates the model: only th
 may call them, between forward passes. Adapters get internal names ("adapter0", "adapter1", ...)
 rather than the clients' names: peft keys modules by adapter name, where a "." or a clash with its
 own names ("__base__", "default") would break.
+
+An unloaded adapter's matrices stay as a spare while other adapters are loaded: the next adapter of
+the same shape (a training run's next version) is copied into them, instead of peft building an
+adapter's modules again, which costs more than the copy by far. Unloading the last adapter takes
+every LoRA layer out.
 """
 
 from __future__ import annotations
@@ -17,10 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import LoraConfig, PeftModel
+from peft import LoraConfig, PeftConfig, PeftModel
+from peft.utils import load_peft_weights, set_peft_model_state_dict
 
 #: peft's marker for "no adapter" in a mixed batch's adapter_names.
 BASE_ROW = "__base__"
+#: LoRA config fields that do not change what an adapter's matrices compute (where it was made, how it was trained).
+_SHAPE_IRRELEVANT = frozenset({"base_model_name_or_path", "revision", "inference_mode", "peft_version", "lora_dropout", "runtime_config"})
+
+
+def adapter_shape(config: PeftConfig) -> dict[str, Any]:
+    """What two adapters must share for one's matrices to hold the other's weights and compute them alike."""
+    return {key: value for key, value in config.to_dict().items() if key not in _SHAPE_IRRELEVANT}
 
 
 class AdapterError(ValueError):
@@ -34,6 +47,8 @@ class LoraModel:
         self.base = base
         self._peft: PeftModel | None = None
         self._names = count()
+        #: Unloaded adapters' internal names, with their shapes: matrices ready for the next load.
+        self._spares: list[tuple[dict[str, Any], str]] = []
 
     @property
     def runnable(self) -> torch.nn.Module:
@@ -50,8 +65,13 @@ class LoraModel:
         return {"adapter_names": [a or BASE_ROW for a in adapters]}
 
     def load(self, directory: str) -> str:
-        """Loads a peft LoRA adapter directory; returns its internal name. On failure the model is as before."""
+        """Loads a peft LoRA adapter directory; returns its internal name. On failure the model serves as before."""
         config = read_adapter_config(directory)
+        shape = adapter_shape(config)
+        spare = next((name for spare_shape, name in self._spares if spare_shape == shape), None)
+        if spare is not None:
+            self._spares = [(s, n) for s, n in self._spares if n != spare]
+            return self._refill(spare, directory)
         name = f"adapter{next(self._names)}"
         created = self._peft is None
         try:
@@ -75,12 +95,35 @@ class LoraModel:
 
     def delete(self, name: str) -> None:
         assert self._peft is not None, f"no adapter is loaded, cannot delete {name}"
-        if list(self._peft.peft_config) == [name]:
-            # peft cannot run with zero adapters left; take its layers out and serve the plain base model again.
+        spares = {spare for _, spare in self._spares}
+        if set(self._peft.peft_config) - spares == {name}:
+            # The last one in use: take every LoRA layer out (spares too) and serve the plain base model again.
             self._peft.unload()
             self._peft = None
+            self._spares = []
         else:
-            self._peft.delete_adapter(name)
+            self._spares.append((adapter_shape(self._peft.peft_config[name]), name))
+
+    def _refill(self, spare: str, directory: str) -> str:
+        """Copies an adapter directory's weights into a spare's matrices; on failure the spare is deleted (nothing else changed)."""
+        assert self._peft is not None
+        try:
+            result: Any = set_peft_model_state_dict(self._peft, load_peft_weights(directory, device="cpu"), adapter_name=spare)
+            # As load_adapter does: the missing keys that matter are the spare's own LoRA matrices.
+            missing = [key for key in result.missing_keys if "lora_" in key and f".{spare}." in key]
+            unexpected = list(result.unexpected_keys)
+        except Exception as error:
+            self._peft.delete_adapter(spare)
+            raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error
+        if missing or unexpected:
+            self._peft.delete_adapter(spare)
+            what = (
+                f"lacks {len(missing)} tensors of its adapter ({', '.join(missing[:3])})"
+                if missing
+                else f"has {len(unexpected)} tensors its adapter config does not place"
+            )
+            raise AdapterError(f"{directory}: {what}")
+        return spare
 
     def _discard(self, name: str, created: bool) -> None:
         """Removes what a failed load left behind."""
