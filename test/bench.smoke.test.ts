@@ -354,6 +354,10 @@ describe('benchmark scripts at tiny sizes', () => {
   test('npm run bench:real-model (the SGLang-API server, no training)', async () => {
     const output = await expectSuccess('realModel', ['--backends', 'sglang', '--decode-tokens', '4', '--syncs', '1', '--no-training'], 240_000);
     expect(output).toMatch(new RegExp(`batch 16: ${NUMBER} tokens/s`));
-    expect(output).toMatch(new RegExp(`weight sync from disk: ${NUMBER} s`));
+    expect(output).toMatch(new RegExp(`weight sync, whole model from disk: ${NUMBER} s`));
+    expect(output).toMatch(
+      new RegExp(`weight sync, LoRA adapter \\(rank 16, 7 modules\\): ${NUMBER} s \\(the first 4, filling the server: (${NUMBER}, ){3}${NUMBER} s\\)`),
+    );
+    expect(output).toMatch(new RegExp(`LoRA once the server is full / whole \\(medians\\): ${NUMBER} +target <= 0.25: (MET|NOT MET)`));
   });
 });
