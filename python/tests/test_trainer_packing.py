@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from test_trainer_support import TEMPERATURE, full_logprobs, trainer_config
+from trajflow_py.trainer.distributed import Ranks, decoder_layers
 from trajflow_py.trainer.inputs import TrainerConfig
 from trajflow_py.trainer.packing import pack_indices
 from trajflow_py.trainer.policy import load_model
@@ -40,8 +41,8 @@ def config_of(**overrides) -> TrainerConfig:
 
 
 def sgd_trainer(model_dir, config: TrainerConfig) -> PolicyTrainer:
-    """Plain SGD at rate 1: a step moves each weight by exactly minus its gradient."""
-    model = load_model(model_dir)
+    """Plain SGD at rate 1: a step moves each weight by exactly minus its gradient (placed as PolicyTrainer.load places a model)."""
+    model = PolicyTrainer._placed(load_model(model_dir), config, Ranks())
     return PolicyTrainer(model, torch.optim.SGD(model.parameters(), lr=1.0), config, TEMPERATURE)
 
 
@@ -76,7 +77,11 @@ def test_packs_hold_at_most_the_budget_in_order_and_a_long_sequence_alone(model_
 def test_packed_and_one_at_a_time_give_the_same_loss_and_gradients(model_dir, overrides):
     samples = sampled(model_dir)
     alone = sgd_trainer(model_dir, config_of(microBatchTokens=0, maxGradNorm=1e9, **overrides))
-    packed = sgd_trainer(model_dir, config_of(microBatchTokens=40, maxGradNorm=1e9, **overrides))
+    # Packed, and recomputing each layer's activations in the backward pass: neither changes the math.
+    packed = sgd_trainer(model_dir, config_of(microBatchTokens=40, maxGradNorm=1e9, activationCheckpointing=True, **overrides))
+    layers = decoder_layers(packed.model)
+    assert len(layers) == 2
+    assert all(layer.forward.__name__ == "recomputed" for layer in layers)
     start = weights(alone)
     alone_metrics, alone_before = alone.train_batch(samples)
     packed_metrics, packed_before = packed.train_batch(samples)
