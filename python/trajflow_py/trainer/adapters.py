@@ -90,10 +90,10 @@ def save_adapter(model: PreTrainedModel | PeftModel, state: dict[str, Tensor], b
 @contextmanager
 def adapter_dropout(model: torch.nn.Module, active: bool) -> Iterator[None]:
     """The adapter's dropout on during the block (the rest of the model stays in eval mode)."""
-    dropouts = [module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "lora_dropout"]
     if not active:
         yield
         return
+    dropouts = [module for name, module in model.named_modules() if name.rsplit(".", 1)[-1] == "lora_dropout"]
     for module in dropouts:
         module.train()
     try:

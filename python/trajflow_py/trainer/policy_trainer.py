@@ -253,13 +253,18 @@ class PolicyTrainer:
 
     def score(self, samples: list[TrainingSample]) -> list[Tensor]:
         """The current policy's logprobs of each sample's trained tokens (no gradient), the passes shared among the ranks."""
+        packs = assign_packs(samples, pack_indices(samples, list(range(len(samples))), self.config.micro_batch_tokens), self.ranks)
+        return self._everyones(self._scored(samples, packs), len(samples))
+
+    def _scored(self, samples: list[TrainingSample], packs: list[list[int] | None]) -> dict[int, Tensor]:
+        """The current policy's logprobs (no gradient) of the samples in this rank's `packs`, by sample index."""
         scored: dict[int, Tensor] = {}
         with torch.no_grad():
-            for pack in assign_packs(samples, pack_indices(samples, list(range(len(samples))), self.config.micro_batch_tokens), self.ranks):
+            for pack in packs:
                 logprobs = self._logprobs(self.model, None if pack is None else [samples[i] for i in pack])
                 if pack is not None:
                     scored.update((i, lp.cpu()) for i, lp in zip(pack, logprobs, strict=True))
-        return self._everyones(scored, len(samples))
+        return scored
 
     def _reference_logprobs(self, pack: list[TrainingSample] | None) -> list[Tensor]:
         """The reference policy's logprobs (version 0): its own model, or with LoRA this one with its adapter off."""
@@ -342,12 +347,7 @@ class PolicyTrainer:
         plans = [assign_packs(samples, pack_indices(samples, minibatch, self.config.micro_batch_tokens), self.ranks) for minibatch in minibatches]
         parameters = [p for p in self.model.parameters() if p.requires_grad]
 
-        before: dict[int, Tensor] = {}
-        with torch.no_grad():
-            for pack in (pack for plan in plans[1:] for pack in plan):
-                logprobs = self._logprobs(self.model, None if pack is None else [samples[i] for i in pack])
-                if pack is not None:
-                    before.update((i, lp.cpu()) for i, lp in zip(pack, logprobs, strict=True))
+        before = self._scored(samples, [pack for plan in plans[1:] for pack in plan])
         forward_backward_ms = _ms_since(started)
         optimizer_ms = loss_sum = grad_norm_sum = 0.0
         # Token-weighted sums of the per-pack metric means, summed over ranks at the end.
