@@ -17,7 +17,8 @@ ranks = join_ranks()
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 total = torch.ones(1)
 dist.all_reduce(total)
-print(f"attempt {attempt} rank {ranks.rank} summed {int(total.item())}", flush=True)
+# One write per line: both ranks share torchrun's stdout, and print's separate text and newline writes interleave.
+os.write(1, f"attempt {attempt} rank {ranks.rank} summed {int(total.item())}\n".encode())
 if attempt == "0" and ranks.rank == 1:
     os._exit(9)
 if attempt == "0":
