@@ -39,6 +39,8 @@ const SRC_LAYERS = [
   'rewards',
   'envs',
   'agents',
+  // Model calls of agents written elsewhere (the AI SDK's), as trajflow turns.
+  'agentCalls',
   'plugins',
   'episode',
   // Model serving: the provider interface and HTTP clients, then the embedded engine and the choice between them.

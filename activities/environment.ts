@@ -22,6 +22,7 @@ import type { Compatibility } from '../src/core/compatibility';
 import { environmentIsolation } from '../src/plugins/registry';
 import { refuseIfIncompatible } from './compatibility';
 import { deliverable } from './payloadLimit';
+import { turnOutput, type GenerateOutput } from './inference';
 import { Episode, EpisodeError, type TurnOutcome } from '../src/episode/episode';
 import { endsEpisode, episodeReward, type EpisodeCounts } from '../src/core/episode';
 import { ENV_TURN_TIMEOUT, EPISODE_FAILURES, SESSION_LOST } from '../src/core/failures';
@@ -152,6 +153,15 @@ async function withinTurnTimeout<T>(turnTimeoutMs: number, what: string, work: P
   }
 }
 
+/** A model call of an agent's own workflow, as its trajectory counts and shows it. */
+export interface AgentCall extends GenerateOutput {
+  /** The call started a context of its own: the agent's history did not continue the stored turns. */
+  newContext: boolean;
+}
+
+/** Enough of each call's answer for the trajectory's page; the turn files hold all of it. */
+const AGENT_CALL_TEXT_CHARS = 1000;
+
 /** Shared env queue: opening sessions, rewards and the trajectory/group records. */
 export function createEnvActivities({ sessions, sessionQueue, compatibility, store, logger }: EnvDeps) {
   /** Opens an episode session (agent + environment) and replays the model's answers so far. */
@@ -191,7 +201,19 @@ export function createEnvActivities({ sessions, sessionQueue, compatibility, sto
     await store.putGroup(summary);
   }
 
-  return { openSession, computeReward, recordTrajectory, recordGroup };
+  /** The model calls an agent's own workflow made (workflows/trajectory/agentWorkflow.ts): its stored turns, in order. */
+  async function agentCalls(input: { runId: string; trajectoryId: string }): Promise<AgentCall[]> {
+    const turns = await store.getTurns(input.runId, input.trajectoryId);
+    return deliverable(
+      turns.map((record) => ({
+        ...turnOutput(record),
+        text: record.text.slice(0, AGENT_CALL_TEXT_CHARS),
+        newContext: record.startsContext === true && record.turn > 0,
+      })),
+    );
+  }
+
+  return { openSession, computeReward, recordTrajectory, recordGroup, agentCalls };
 }
 
 /** This worker's own session queue: turns and close of the sessions it holds. */

@@ -38,6 +38,8 @@ export interface GenerateInput {
   policy?: PolicyRequirement;
   /** The run's code and config; a worker that differs refuses the turn. */
   compatibility?: Compatibility;
+  /** With `freshContext` after turn 0: why the turn does not continue the context (recorded with it). */
+  segmentReason?: string;
 }
 
 export type { PolicyRequirement } from './servedWeights';
@@ -67,7 +69,8 @@ export interface InferenceDeps {
   logger: Logger;
 }
 
-function toOutput(record: TurnRecord): GenerateOutput {
+/** A stored turn as the workflow sees it. */
+export function turnOutput(record: TurnRecord): GenerateOutput {
   return {
     text: record.text,
     finishReason: record.finishReason,
@@ -88,25 +91,32 @@ export function samplingSeed(runSeed: number, trajectoryId: string, turn: number
   return hashString(`${runSeed}/${key}/${turn}`);
 }
 
-export function createInferenceActivities({ provider, store, weights, chat, maxContext, compatibility, logger }: InferenceDeps) {
-  async function generate(input: GenerateInput): Promise<GenerateOutput> {
+/** A turn as a sampling activity gets it: the stored record (sampled now or by an earlier attempt), or a full context. */
+export type TurnResult = { kind: 'turn'; record: TurnRecord; sampledNow: boolean } | { kind: 'context full'; contextTokens: number };
+
+/**
+ * Turns of trajectories: each sampled once and stored before it is returned, keyed by trajectory +
+ * turn, so a retried activity returns the stored turn instead of sampling again. Shared by
+ * trajflow's own trajectories (`generate`) and agents' model calls (./agentModel).
+ */
+export function createTurnSampler({ provider, store, weights, chat, maxContext, compatibility, logger }: InferenceDeps) {
+  return async function turnOf(input: GenerateInput): Promise<TurnResult> {
     const { runId, trajectoryId, turn } = input;
     const log = logger.child({ runId, trajectoryId, turn });
     refuseIfIncompatible('inference', runId, input.compatibility, compatibility, log);
     const stored = await store.getTurn(runId, trajectoryId, turn);
     if (stored) {
       log.info('turn already stored by an earlier attempt; returning it');
-      return deliverable(toOutput(stored));
+      return { kind: 'turn', record: stored, sampledNow: false };
     }
-    const startedAt = performance.now();
     const { policy } = input;
-    if (!policy) return sampleTurn(input, log, startedAt);
+    if (!policy) return sampleTurn(input, log);
     // From loading the run's weights until its tokens are sampled, no other run's request swaps them.
-    return weights.with(policy, () => sampleTurn(input, log, startedAt));
-  }
+    return weights.with(policy, () => sampleTurn(input, log));
+  };
 
   /** Samples the turn with the weights the provider holds and stores it. */
-  async function sampleTurn(input: GenerateInput, log: Logger, startedAt: number): Promise<GenerateOutput> {
+  async function sampleTurn(input: GenerateInput, log: Logger): Promise<TurnResult> {
     const { runId, trajectoryId, turn } = input;
     const freshContext = turn === 0 || input.freshContext === true;
     // A fresh context needs nothing stored: its prompt is this turn's messages alone.
@@ -117,7 +127,7 @@ export function createInferenceActivities({ provider, store, weights, chat, maxC
     const promptIds = nextPromptIds(previous, promptDeltaIds, freshContext);
     if (promptIds.length >= maxContext) {
       log.info({ contextTokens: promptIds.length, maxContext }, 'context full before sampling');
-      return { text: '', finishReason: 'context', completionTokens: 0, contextTokens: promptIds.length, minPolicyVersion: -1, maxPolicyVersion: -1 };
+      return { kind: 'context full', contextTokens: promptIds.length };
     }
 
     // Heartbeats let Temporal notice a dead inference worker in seconds instead of at the
@@ -146,6 +156,7 @@ export function createInferenceActivities({ provider, store, weights, chat, maxC
         turn,
         messages: input.messages,
         ...(freshContext && turn > 0 ? { startsContext: true } : {}),
+        ...(input.segmentReason === undefined ? {} : { segmentReason: input.segmentReason }),
         promptDeltaIds,
         completionIds: result.completionIds,
         logprobs: result.logprobs,
@@ -155,12 +166,24 @@ export function createInferenceActivities({ provider, store, weights, chat, maxC
         contextTokens: promptIds.length,
       });
       log.debug({ completionTokens: record.completionIds.length, queueMs: result.queueMs, decodeMs: result.decodeMs }, 'generated');
-      return deliverable({ ...toOutput(record), activityMs: performance.now() - startedAt });
+      return { kind: 'turn', record, sampledNow: true };
     } finally {
       clearInterval(heartbeat);
     }
   }
+}
 
+export function createInferenceActivities(deps: InferenceDeps) {
+  const turnOf = createTurnSampler(deps);
+  async function generate(input: GenerateInput): Promise<GenerateOutput> {
+    const startedAt = performance.now();
+    const result = await turnOf(input);
+    if (result.kind === 'context full') {
+      return { text: '', finishReason: 'context', completionTokens: 0, contextTokens: result.contextTokens, minPolicyVersion: -1, maxPolicyVersion: -1 };
+    }
+    const output = turnOutput(result.record);
+    return deliverable(result.sampledNow ? { ...output, activityMs: performance.now() - startedAt } : output);
+  }
   return { generate };
 }
 

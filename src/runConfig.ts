@@ -9,7 +9,8 @@ import YAML from 'yaml';
 import { describeIssues, fieldPath } from './core/issues';
 import { loadPluginModules, resolveModulePaths } from './plugins/modules';
 import { OptionsError, validateAgentConfig, validateEnvConfig } from './plugins/registry';
-import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema, trainingConfigIssues } from '../config/schema';
+import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema, trainingConfigIssues, type AgentConfig } from '../config/schema';
+import { WORKFLOW_AGENT } from './core/agentCallContext';
 
 export class ConfigError extends Error {
   constructor(
@@ -48,9 +49,21 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   const modelPath = result.success && result.data.model.path !== undefined ? path.resolve(baseDir, result.data.model.path) : undefined;
   const modelProblem = modelPath === undefined ? undefined : modelDirectoryProblem(modelPath);
   if (modelProblem) problems.push(`model.path: ${modelProblem}`);
-  if (!result.success || problems.length > 0 || !validEnv || !validAgent) throw new ConfigError(source, [...new Set(problems)]);
+  const agentConfig = validAgent && withModulePaths(validAgent, baseDir);
+  for (const key of ['workflows', 'activities'] as const) {
+    const file = agentConfig?.[key];
+    if (typeof file === 'string' && !existsSync(file)) problems.push(`agent.${key}: ${file} does not exist`);
+  }
+  if (!result.success || problems.length > 0 || !validEnv || !agentConfig) throw new ConfigError(source, [...new Set(problems)]);
   const model = modelPath === undefined ? result.data.model : { ...result.data.model, path: modelPath };
-  return { ...result.data, modules: modulePaths, model, env: validEnv, agent: validAgent };
+  return { ...result.data, modules: modulePaths, model, env: validEnv, agent: agentConfig };
+}
+
+/** An agent written as a workflow names its modules relative to the config file, as `modules` are. */
+function withModulePaths(agent: AgentConfig, baseDir: string): AgentConfig {
+  if (agent.name !== WORKFLOW_AGENT) return agent;
+  const resolved = (key: 'workflows' | 'activities') => (typeof agent[key] === 'string' ? { [key]: path.resolve(baseDir, agent[key]) } : {});
+  return { ...agent, ...resolved('workflows'), ...resolved('activities') };
 }
 
 /** The files of a Hugging Face model directory that trajflow reads (the chat format), its trainer and its servers load. */

@@ -7,7 +7,8 @@
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import { createServerEvaluationActivities } from '../activities/evaluation';
-import { createInferenceActivities, type InferenceActivities } from '../activities/inference';
+import { createAgentModelActivities, type AgentModelActivities } from '../activities/agentModel';
+import { createInferenceActivities, createTurnSampler, type InferenceActivities } from '../activities/inference';
 import { ServedWeights } from '../activities/servedWeights';
 import { chatFormatFor } from '../src/chat/load';
 import { compatibilityOf } from '../src/core/compatibility';
@@ -24,8 +25,11 @@ import { traceActivities } from '../src/trace/activityInterceptor';
 
 export interface InferenceHost {
   provider: InferenceProvider;
-  /** `generate`, and a real model's held-out `evaluate`, which plays through the same servers. */
-  activities: InferenceActivities & Partial<ReturnType<typeof createServerEvaluationActivities>>;
+  /**
+   * `generate`; the AI SDK's model activities of agents written as workflows (they sample and
+   * store turns as `generate` does); a real model's held-out `evaluate`, through the same servers.
+   */
+  activities: InferenceActivities & AgentModelActivities & Partial<ReturnType<typeof createServerEvaluationActivities>>;
   activityInterceptors: ActivityInterceptorsFactory[];
   /** Publishes the provider's counters to <dataDir>/engines/ (read by the trainer and the run summary). */
   stats: SnapshotReporter<EngineStats>;
@@ -43,10 +47,12 @@ export async function createInferenceHost(
   const { maxContext } = config.model;
   // Turns and evaluations sample through one provider: they share its weights and their lease.
   const weights = new ServedWeights(provider, checkpoints, logger);
+  const samplingDeps = { provider, store, weights, chat, maxContext, compatibility, logger };
   return {
     provider,
     activities: {
-      ...createInferenceActivities({ provider, store, weights, chat, maxContext, compatibility, logger }),
+      ...createInferenceActivities(samplingDeps),
+      ...createAgentModelActivities({ store, turnOf: createTurnSampler(samplingDeps) }),
       ...(config.model.path ? createServerEvaluationActivities({ provider, weights, chat, maxContext, compatibility, dataDir: config.dataDir, logger }) : {}),
     },
     activityInterceptors: [traceActivities(config.dataDir, 'inference'), meterActivities('inference')],

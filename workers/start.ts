@@ -14,6 +14,7 @@ import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { connectWorker, resolveTemporal } from '../src/temporal/connection';
 import { tracer } from '../src/trace/recorder';
 import { GAUGE_SAMPLE_MS, prometheusExporter, sampleEvery, trajflowMetrics } from '../src/metrics/meter';
+import { createAgentWorker } from './agentWorker';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceHost, type InferenceHost } from './inferenceHost';
 import { createInferenceWorker } from './inferenceWorker';
@@ -115,7 +116,12 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
   if (has('env') || has('workflows')) {
     const sessionHost = createSessionHost(config, store, logger.child({ role: 'env' }));
     if (has('env')) workers.push(...(await createEnvWorkers(config, temporal, sessionHost, logger.child({ role: 'env' }))));
-    if (has('workflows')) workers.push(await createWorkflowWorker(config, temporal, sessionHost, generatesLocally ? inference : undefined));
+    if (has('workflows')) {
+      workers.push(await createWorkflowWorker(config, temporal, sessionHost, generatesLocally ? inference : undefined));
+      // An agent written as a workflow, hosted by trajflow: its workflows run beside trajflow's.
+      const agentWorker = await createAgentWorker(config, temporal);
+      if (agentWorker) workers.push(agentWorker);
+    }
     sessionHost.busy.start();
     cleanups.push(
       sampleEvery(GAUGE_SAMPLE_MS, () => trajflowMetrics().recordBusy('env', sessionHost.busyTracker.stats())),

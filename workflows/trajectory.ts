@@ -23,6 +23,9 @@ import { generateInputOf, policyRequirementOf } from './trajectory/generateInput
 import { withDeadline } from './trajectory/deadline';
 import { EpisodeSession } from './trajectory/session';
 import { EpisodeTally } from './trajectory/tally';
+import type { Episode } from './trajectory/episode';
+import { playAgentWorkflow } from './trajectory/agentWorkflow';
+import { WORKFLOW_AGENT } from '../src/core/agentCallContext';
 
 export async function trajectoryWorkflow(input: TrajectoryInput): Promise<TrajectorySummary> {
   const activities = trajectoryActivities(input);
@@ -32,7 +35,9 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   const { episodeTimeoutS } = input.agent;
   try {
     const deadline = timerSummary.episodeDeadline(episodeTimeoutS);
-    if ((await withDeadline(episodeTimeoutS * 1000, deadline, () => play(input, activities, { session, tally, conversation }))) === 'expired') {
+    // An agent written as a workflow of its own plays its episode there; trajflow's agents turn by turn here.
+    const playEpisode = input.agent.name === WORKFLOW_AGENT ? playAgentWorkflow : play;
+    if ((await withDeadline(episodeTimeoutS * 1000, deadline, () => playEpisode(input, activities, { session, tally, conversation }))) === 'expired') {
       tally.end('timeout', `episode took longer than ${episodeTimeoutS} s (agent.episodeTimeoutS)`);
     }
   } catch (err) {
@@ -63,12 +68,6 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
     `${summary.status}: ${summary.reason}; reward ${reward}, ${turns} turns, ${summary.envSteps} env steps, ${invalidActions} unparseable answers`,
   );
   return summary;
-}
-
-interface Episode {
-  session: EpisodeSession;
-  tally: EpisodeTally;
-  conversation: Conversation;
 }
 
 /** The turns of the episode: generate, hand the answer to the session, account the outcome. */

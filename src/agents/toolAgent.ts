@@ -12,7 +12,7 @@ import type { ChatMessage } from '../core/tokenizer';
 import type { TaskObservation } from '../envs/taskEnvironment';
 import type { ToolAction } from '../envs/toolEnvironment';
 import { getToolCallParser, type ToolCallFormat, type ToolCallParser } from '../tools/parsers';
-import { callInstructions, formatToolCall } from '../tools/render';
+import { formatToolCall, toolSection, toolSignature } from '../tools/render';
 import type { Tool } from '../tools/tool';
 import { ConversationalAgent, type History, type ParsedAction } from './agent';
 
@@ -39,7 +39,7 @@ export class ToolAgent extends ConversationalAgent<TaskObservation, ToolAction> 
   }
 
   systemPrompt(): string {
-    return [this.instructions, 'Tools:', ...this.tools.map(signature), callInstructions(this.format)].join('\n');
+    return [this.instructions, toolSection(this.format, this.tools.map(signature))].join('\n');
   }
 
   observationMessages(observation: TaskObservation): ChatMessage[] {
@@ -81,10 +81,6 @@ export class ToolAgent extends ConversationalAgent<TaskObservation, ToolAction> 
   }
 }
 
-/** `name(arg: type, arg?: type) - description`: shorter than the JSON Schema, same facts. */
 function signature(tool: Tool): string {
-  const schema = z.toJSONSchema(tool.input, { io: 'input' }) as { properties?: Record<string, { type?: string }>; required?: string[] };
-  const required = new Set(schema.required ?? []);
-  const args = Object.entries(schema.properties ?? {}).map(([name, prop]) => `${name}${required.has(name) ? '' : '?'}: ${prop.type ?? 'any'}`);
-  return `${tool.name}(${args.join(', ')}) - ${tool.description}`;
+  return toolSignature(tool.name, tool.description, z.toJSONSchema(tool.input, { io: 'input' }));
 }

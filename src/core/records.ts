@@ -4,10 +4,10 @@
  */
 import type { ChatMessage } from './tokenizer';
 
-/** One model call of a trajectory, exactly as sampled. */
 /** Why generation stopped: a stop token, the token budget, or a full context window. */
 export type FinishReason = 'stop' | 'length' | 'context';
 
+/** One model call of a trajectory, exactly as sampled. */
 export interface TurnRecord {
   trajectoryId: string;
   turn: number;
@@ -18,6 +18,11 @@ export interface TurnRecord {
    * an agent that keeps no history) instead of continuing the earlier turns. Absent = turn 0 only.
    */
   startsContext?: boolean;
+  /**
+   * Why this turn starts a context of its own when its agent kept a conversation: the history an
+   * agent framework sent did not continue the stored turns (src/agentCalls/history.ts).
+   */
+  segmentReason?: string;
   /** Template + environment tokens appended to the context before sampling: loss mask 0. */
   promptDeltaIds: number[];
   /** Tokens the model sampled: loss mask 1. */

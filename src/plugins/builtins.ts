@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { FrozenLakeAgent } from '../agents/frozenlakeAgent';
 import { ModelAgent } from '../agents/modelAgent';
 import { ToolAgent } from '../agents/toolAgent';
+import { WorkflowAgent, WorkflowAgentOptionsSchema } from '../agents/workflowAgent';
+import { WORKFLOW_AGENT } from '../core/agentCallContext';
 import { registerArithmetic } from '../envs/arithmetic';
 import { registerBashTerminal } from '../envs/bashTerminal';
 import { FrozenLake, PROGRESS_DISTANCES } from '../envs/frozenlake';
@@ -103,5 +105,10 @@ export function registerBuiltins(api: PluginApi): void {
         history,
       });
     },
+  });
+
+  api.registerAgent(WORKFLOW_AGENT, {
+    options: WorkflowAgentOptionsSchema,
+    create: (_options, { history, environment }) => new WorkflowAgent(environment, history),
   });
 }

@@ -42,3 +42,18 @@ export function callInstructions(format: ToolCallFormat): string {
   const example = formatToolCall(format, { name: 'NAME', arguments: { ARG: 'VALUE' } });
   return `To call a tool, write ${example}. When you know the answer, write it without a tool call.`;
 }
+
+/** `name(arg: type, arg?: type) - description` from a tool's JSON Schema: shorter than the schema, same facts. */
+export function toolSignature(name: string, description: string | undefined, inputSchema: unknown): string {
+  const schema = (inputSchema ?? {}) as { properties?: Record<string, { type?: unknown }>; required?: string[] };
+  const required = new Set(schema.required ?? []);
+  const args = Object.entries(schema.properties ?? {}).map(
+    ([arg, prop]) => `${arg}${required.has(arg) ? '' : '?'}: ${typeof prop?.type === 'string' ? prop.type : 'any'}`,
+  );
+  return `${name}(${args.join(', ')})${description ? ` - ${description}` : ''}`;
+}
+
+/** The system prompt's tool section: one signature a line, then how to call them. */
+export function toolSection(format: ToolCallFormat, signatures: readonly string[]): string {
+  return ['Tools:', ...signatures, callInstructions(format)].join('\n');
+}

@@ -30,6 +30,7 @@ export interface TrajectoryActivities {
   openSession: Summarized<EnvActivities['openSession']>;
   computeReward: Summarized<EnvActivities['computeReward']>;
   recordTrajectory: Summarized<EnvActivities['recordTrajectory']>;
+  agentCalls: Summarized<EnvActivities['agentCalls']>;
   /** The turn and close activities of a session held by the worker polling `sessionQueue`. */
   sessionAt(sessionQueue: string): { [K in keyof SessionActivities]: Summarized<SessionActivities[K]> };
 }
@@ -53,11 +54,14 @@ export function trajectoryActivities(input: TrajectoryInput): TrajectoryActiviti
     retry: ENV_RETRY,
   });
   if (input.env.sessions === 'local') {
-    const { openSession, computeReward, recordTrajectory } = proxyLocalActivities<EnvActivities>({ startToCloseTimeout: '10 minutes', retry: ENV_RETRY });
+    const { openSession, computeReward, recordTrajectory, agentCalls } = proxyLocalActivities<EnvActivities>({
+      startToCloseTimeout: '10 minutes',
+      retry: ENV_RETRY,
+    });
     const localSession = proxyLocalActivities<SessionActivities>({ startToCloseTimeout: '10 minutes', retry: SESSION_RETRY });
-    return { generate, openSession, computeReward, recordTrajectory, sessionAt: () => localSession };
+    return { generate, openSession, computeReward, recordTrajectory, agentCalls, sessionAt: () => localSession };
   }
-  const { openSession, computeReward, recordTrajectory } = envActivities;
+  const { openSession, computeReward, recordTrajectory, agentCalls } = envActivities;
   // Turns must reach the worker holding the session; if it is gone, nobody polls its queue and
   // schedule-to-start times out, which is the signal to rebuild the session. A live worker always
   // has a poll waiting on its own queue, so a turn starts there within milliseconds.
@@ -69,5 +73,5 @@ export function trajectoryActivities(input: TrajectoryInput): TrajectoryActiviti
       heartbeatTimeout: ACTIVITY_HEARTBEAT_TIMEOUT,
       retry: SESSION_RETRY,
     });
-  return { generate, openSession, computeReward, recordTrajectory, sessionAt };
+  return { generate, openSession, computeReward, recordTrajectory, agentCalls, sessionAt };
 }

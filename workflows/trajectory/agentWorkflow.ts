@@ -1,0 +1,96 @@
+/**
+ * The episode of an agent written as a workflow of its own (`agent.name: workflow`): the task's
+ * prompt goes to the agent's workflow, started as this trajectory's child on the agent's task
+ * queue with the run's context in its memo; each of its model calls is a turn of this trajectory
+ * (activities/agentModel.ts, routed there by workflows/agentModelCalls.ts in the agent's worker).
+ * Its answer goes to the environment, which scores it. The agent's workflow is as durable as this
+ * one: a crashed worker costs at most the call in flight, and a retried call is answered from the
+ * store.
+ */
+import { ApplicationFailure, executeChild, isCancellation, TemporalFailure } from '@temporalio/workflow';
+import type { WorkflowAgentOptions } from '../../src/agents/workflowAgent';
+import { AGENT_CALL_MEMO, agentTaskQueue, type AgentCallContext } from '../../src/core/agentCallContext';
+import { failureReason } from '../activityFailures';
+import { activitySummary, plural } from '../summaries';
+import type { TrajectoryInput } from '../types';
+import type { TrajectoryActivities } from './activities';
+import type { Episode } from './episode';
+import { policyRequirementOf } from './generateInput';
+
+/** The failure type of a model call past `agent.maxTurns` (activities/agentModel.ts AGENT_CALL_FAILURES). */
+const CALL_LIMIT = 'ModelCallLimit';
+
+export async function playAgentWorkflow(input: TrajectoryInput, activities: TrajectoryActivities, { session, tally, conversation }: Episode): Promise<void> {
+  const agent = input.agent as TrajectoryInput['agent'] & WorkflowAgentOptions;
+  conversation.show('opening the environment session');
+  const first = await session.open();
+  const prompt = first.messages
+    .filter((message) => message.role === 'user')
+    .map((message) => message.content)
+    .join('\n');
+  conversation.show(`agent workflow ${agent.workflowType} is working on the task`);
+
+  let answer: string | undefined;
+  try {
+    const result = await executeChild(agent.workflowType, {
+      workflowId: `${input.trajectoryId}-agent`,
+      taskQueue: agentTaskQueue(agent.taskQueue, input.taskQueues.workflows),
+      args: [prompt],
+      memo: { [AGENT_CALL_MEMO]: callContextOf(input, agent) },
+      staticSummary: `agent ${agent.workflowType} of trajectory ${input.trajectoryId}`,
+    });
+    answer = answerOf(result);
+    if (answer === undefined)
+      tally.end(
+        'failed',
+        `agent workflow ${agent.workflowType} returned ${JSON.stringify(result)?.slice(0, 200)}: trajflow reads a string, or an object with a string \`text\``,
+      );
+  } catch (err) {
+    if (!(err instanceof TemporalFailure) || isCancellation(err)) throw err;
+    if (causeTypes(err).includes(CALL_LIMIT)) tally.end('max_turns', `the agent workflow asked for more than ${agent.maxTurns} model calls (agent.maxTurns)`);
+    else tally.end('failed', `agent workflow ${agent.workflowType} failed: ${failureReason(err)}`);
+  }
+
+  const calls = await activities.agentCalls.executeWithOptions({ summary: activitySummary.agentCalls(agent.workflowType) }, [
+    { runId: input.runId, trajectoryId: input.trajectoryId },
+  ]);
+  calls.forEach((call, turn) => {
+    tally.generated(call);
+    conversation.shown(turn, { messages: [], freshContext: call.newContext });
+    conversation.answered(call);
+  });
+  const contexts = 1 + calls.filter((call) => call.newContext).length;
+  if (contexts > 1) conversation.show(`${plural(calls.length, 'model call')} in ${contexts} contexts: the agent's history did not continue its earlier calls`);
+  if (answer === undefined) return;
+  const outcome = await session.turn(answer);
+  conversation.answerTaken(outcome);
+  tally.answered(outcome);
+}
+
+function callContextOf(input: TrajectoryInput, agent: WorkflowAgentOptions & TrajectoryInput['agent']): AgentCallContext {
+  const policy = policyRequirementOf(input);
+  return {
+    runId: input.runId,
+    runSeed: input.runSeed,
+    trajectoryId: input.trajectoryId,
+    sampling: input.sampling,
+    ...(policy ? { policy } : {}),
+    compatibility: input.compatibility,
+    toolCallFormat: agent.toolCallFormat,
+    maxCalls: agent.maxTurns,
+    inferenceQueue: input.taskQueues.inference,
+  };
+}
+
+/** The agent's answer: its result if a string, else the result's `text` (the AI SDK's generateText result has one). */
+function answerOf(result: unknown): string | undefined {
+  if (typeof result === 'string') return result;
+  const text = (result as { text?: unknown } | null)?.text;
+  return typeof text === 'string' ? text : undefined;
+}
+
+function causeTypes(err: unknown): string[] {
+  const types: string[] = [];
+  for (let at: unknown = err; at instanceof Error; at = at.cause) if (at instanceof ApplicationFailure && at.type) types.push(at.type);
+  return types;
+}
