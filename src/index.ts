@@ -32,3 +32,4 @@ export {
   type InstancePool,
   type PluginApi,
 } from './plugins/registry';
+export { AGENT_MODEL_CALLS_INTERCEPTOR, TrajflowAgentPlugin } from './agentCalls/plugin';

@@ -2,8 +2,8 @@
  * The user-facing examples (examples/), each run as its README tells a user to run it: the folder
  * copied into a project outside the checkout, trajflow and zod installed in its node_modules, then
  * `trajflow train CONFIG --local` or `trajflow run CONFIG --local`. `npm install /path/to/trajflow` links the checkout, so a link is
- * what the suite makes too; zod is linked from the checkout's own (the version the README pins),
- * so nothing is downloaded. The config gains only the suite's dev server address, a task queue
+ * what the suite makes too; the other packages the README's install line pins (zod, the AI SDK)
+ * are linked from the checkout's own, which must be the pinned versions, so nothing is downloaded. The config gains only the suite's dev server address, a task queue
  * prefix and a data directory that adopts the suite's server. The run must print what the README's
  * expected output shows (the parts that are the same from run to run), and what it stored must
  * show the example's own code at work.
@@ -62,12 +62,16 @@ async function runExample(folder: string, command: 'run' | 'train', config: stri
   const project = mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), `example-${folder}-`));
   cpSync(path.join(ROOT, 'examples', folder), project, { recursive: true });
   const readme = readFileSync(path.join(project, 'README.md'), 'utf8');
-  const zodPin = /npm install \/path\/to\/trajflow zod@(\S+)/.exec(readme)?.[1];
-  const zodDir = path.join(ROOT, 'node_modules', 'zod');
-  expect(JSON.parse(readFileSync(path.join(zodDir, 'package.json'), 'utf8')).version).toBe(zodPin);
-  mkdirSync(path.join(project, 'node_modules'));
+  const pins = /npm install \/path\/to\/trajflow ((?:\S+@\S+ ?)+)/.exec(readme)?.[1].trim().split(' ') ?? [];
+  expect(pins.map((pin) => pin.slice(0, pin.lastIndexOf('@')))).toContain('zod');
+  mkdirSync(path.join(project, 'node_modules', '@temporalio'), { recursive: true });
   symlinkSync(ROOT, path.join(project, 'node_modules', 'trajflow'), 'dir');
-  symlinkSync(zodDir, path.join(project, 'node_modules', 'zod'), 'dir');
+  for (const pin of pins) {
+    const name = pin.slice(0, pin.lastIndexOf('@'));
+    const dir = path.join(ROOT, 'node_modules', name);
+    expect(`${name}@${JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).version}`).toBe(pin);
+    symlinkSync(dir, path.join(project, 'node_modules', name), 'dir');
+  }
 
   // `--local` starts a dev server unless its data directory has one running: adopt the suite's.
   const dataDir = path.join(project, '.trajflow');
@@ -164,5 +168,20 @@ describe('the examples, run as a user runs them', () => {
     expect(closeness.score({ answer: 'It is 12.4', reference: '12' }, { tolerance: 0.5 })).toBe(1);
     expect(closeness.score({ answer: '14', reference: '12' }, { tolerance: 0.5 })).toBeCloseTo(1 / 2.5);
     expect(closeness.score({ answer: 'twelve', reference: '12' }, { tolerance: 0.5 })).toBe(0);
+  });
+
+  it('ai-sdk-agent: an AI SDK agent workflow trains as it is, each model call a turn of its trajectory', async () => {
+    const { trajectories, turns } = await runExample('ai-sdk-agent', 'train', 'agent.yaml');
+    // 3 steps of one group of 4.
+    expect(trajectories).toHaveLength(12);
+    for (const [i, trajectory] of trajectories.entries()) {
+      expect(trajectory).toMatchObject({ env: 'arithmetic', status: 'ended' });
+      expect(trajectory.turns).toBeGreaterThanOrEqual(1);
+      // The agent's own system prompt, with its tool as the AI SDK passed it, and the environment's task.
+      const [system, user] = turns[i][0].messages;
+      expect(system.content).toContain('Answer with the number only. Use the calculator for arithmetic.');
+      expect(system.content).toContain('calculator(expression: string) - Evaluates an arithmetic expression such as 12 * 34.');
+      expect(user.content).toMatch(/^What is \d{3} \* \d{3}\?$/);
+    }
   });
 });

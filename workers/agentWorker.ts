@@ -10,7 +10,7 @@ import type { LanguageModelV4, ProviderV4 } from '@ai-sdk/provider';
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
-import type { WorkflowAgentOptions } from '../src/agents/workflowAgent';
+import type { WorkflowAgentOptions } from '../src/plugins/builtins';
 import { TrajflowAgentPlugin } from '../src/agentCalls/plugin';
 import { agentTaskQueue, WORKFLOW_AGENT } from '../src/core/agentCallContext';
 import type { WorkerConnection } from '../src/temporal/connection';

@@ -53,7 +53,9 @@ function asRegistration(node: ts.Node): { call: keyof typeof REGISTER_CALLS; nam
   if (!ts.isCallExpression(node) || !ts.isPropertyAccessExpression(node.expression)) return undefined;
   const call = node.expression.name.text;
   if (!(call in REGISTER_CALLS)) return undefined;
-  const [name, definition] = node.arguments;
+  const [nameArgument, definition] = node.arguments;
+  // `'name' satisfies typeof CONSTANT` ties a literal name to the constant that code compares with.
+  const name = nameArgument && ts.isSatisfiesExpression(nameArgument) ? nameArgument.expression : nameArgument;
   if (!name || !ts.isStringLiteral(name) || !definition || !ts.isObjectLiteralExpression(definition)) return undefined;
   const options = definition.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && propertyName(p) === 'options');
   return options ? { call: call as keyof typeof REGISTER_CALLS, name: name.text, options: options.initializer } : undefined;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { FrozenLakeAgent } from '../agents/frozenlakeAgent';
 import { ModelAgent } from '../agents/modelAgent';
 import { ToolAgent } from '../agents/toolAgent';
-import { WorkflowAgent, WorkflowAgentOptionsSchema } from '../agents/workflowAgent';
+import { WorkflowAgent } from '../agents/workflowAgent';
 import { WORKFLOW_AGENT } from '../core/agentCallContext';
 import { registerArithmetic } from '../envs/arithmetic';
 import { registerBashTerminal } from '../envs/bashTerminal';
@@ -51,6 +51,26 @@ export const FrozenLakeOptionsSchema = z.strictObject({
    */
   exploringStarts: z.number().min(0).max(1).default(0),
 });
+
+/** The options of an agent written as a workflow of its own (`agent.name: workflow`). */
+const WorkflowAgentOptionsSchema = z.strictObject({
+  /** The agent's workflow type: it takes the task's prompt (a string) and returns its answer (a string, or an object with `text`). */
+  workflowType: z.string().min(1),
+  /** The task queue its worker polls; default: the run's workflow queue's name + `-agents`. */
+  taskQueue: z.string().min(1).optional(),
+  /**
+   * The module of the agent's workflows (relative to the config file), for trajflow to run them in
+   * a worker of its own; leave it out when the team's own worker polls `taskQueue` (with trajflow's
+   * agent plugin).
+   */
+  workflows: z.string().min(1).optional(),
+  /** With `workflows`: a module whose exports are the agent's activities (its tools), relative to the config file. */
+  activities: z.string().min(1).optional(),
+  /** How the model writes tool calls (and the parser that reads them); the tools' signatures join the system prompt. */
+  toolCallFormat: z.enum(TOOL_CALL_FORMATS as [string, ...string[]]).default('hermes'),
+});
+
+export type WorkflowAgentOptions = z.output<typeof WorkflowAgentOptionsSchema>;
 
 export function registerBuiltins(api: PluginApi): void {
   registerArithmetic(api);
@@ -107,7 +127,8 @@ export function registerBuiltins(api: PluginApi): void {
     },
   });
 
-  api.registerAgent(WORKFLOW_AGENT, {
+  // The literal, not the constant: docs/config.md finds a registration's option comments by its name.
+  api.registerAgent('workflow' satisfies typeof WORKFLOW_AGENT, {
     options: WorkflowAgentOptionsSchema,
     create: (_options, { history, environment }) => new WorkflowAgent(environment, history),
   });

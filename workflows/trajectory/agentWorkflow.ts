@@ -8,7 +8,7 @@
  * store.
  */
 import { ApplicationFailure, executeChild, isCancellation, TemporalFailure } from '@temporalio/workflow';
-import type { WorkflowAgentOptions } from '../../src/agents/workflowAgent';
+import type { WorkflowAgentOptions } from '../../src/plugins/builtins';
 import { AGENT_CALL_MEMO, agentTaskQueue, type AgentCallContext } from '../../src/core/agentCallContext';
 import { failureReason } from '../activityFailures';
 import { activitySummary, plural } from '../summaries';
