@@ -95,6 +95,19 @@ export const InferenceConfigSchema = z.strictObject({
    * again. Default `inference-worker`.
    */
   calls: z.enum(['inference-worker', 'local']).default('inference-worker'),
+  /**
+   * trajflow's OpenAI-compatible endpoint (`/v1/chat/completions`), served by each process with the
+   * inference role, for agent programs (`agent.name: program`) in any language: a call names its
+   * trajectory by its API key. Off when unset.
+   */
+  endpoint: z
+    .strictObject({
+      /** The port it listens on. */
+      port: positiveInt.max(65535),
+      /** The address it listens on. */
+      host: z.string().min(1).default('127.0.0.1'),
+    })
+    .optional(),
 });
 
 export const SamplingConfigSchema = z.strictObject({

@@ -10,7 +10,7 @@ import { describeIssues, fieldPath } from './core/issues';
 import { loadPluginModules, resolveModulePaths } from './plugins/modules';
 import { OptionsError, validateAgentConfig, validateEnvConfig } from './plugins/registry';
 import { AgentConfigSchema, EnvConfigSchema, RunConfig, RunConfigSchema, trainingConfigIssues, type AgentConfig } from '../config/schema';
-import { WORKFLOW_AGENT } from './core/agentCallContext';
+import { PROGRAM_AGENT, WORKFLOW_AGENT } from './core/agentCallContext';
 
 export class ConfigError extends Error {
   constructor(
@@ -49,7 +49,11 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   const modelPath = result.success && result.data.model.path !== undefined ? path.resolve(baseDir, result.data.model.path) : undefined;
   const modelProblem = modelPath === undefined ? undefined : modelDirectoryProblem(modelPath);
   if (modelProblem) problems.push(`model.path: ${modelProblem}`);
-  const agentConfig = validAgent && withModulePaths(validAgent, baseDir);
+  const agentConfig = validAgent && withAgentPlaces(validAgent, baseDir, result.success ? result.data.inference.endpoint : undefined);
+  if (agentConfig?.name === PROGRAM_AGENT && agentConfig.endpoint === undefined)
+    problems.push(
+      'agent.endpoint: an agent program needs the OpenAI-compatible endpoint: set inference.endpoint (its port), or agent.endpoint where it is elsewhere',
+    );
   for (const key of ['workflows', 'activities'] as const) {
     const file = agentConfig?.[key];
     if (typeof file === 'string' && !existsSync(file)) problems.push(`agent.${key}: ${file} does not exist`);
@@ -59,11 +63,17 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   return { ...result.data, modules: modulePaths, model, env: validEnv, agent: agentConfig };
 }
 
-/** An agent written as a workflow names its modules relative to the config file, as `modules` are. */
-function withModulePaths(agent: AgentConfig, baseDir: string): AgentConfig {
-  if (agent.name !== WORKFLOW_AGENT) return agent;
-  const resolved = (key: 'workflows' | 'activities') => (typeof agent[key] === 'string' ? { [key]: path.resolve(baseDir, agent[key]) } : {});
-  return { ...agent, ...resolved('workflows'), ...resolved('activities') };
+/**
+ * Where an agent that runs its own loop is: a workflow's modules, relative to the config file as
+ * `modules` are; a program's directory (default: the config file's) and the endpoint it calls
+ * (default: `inference.endpoint` on this host).
+ */
+function withAgentPlaces(agent: AgentConfig, baseDir: string, endpoint: RunConfig['inference']['endpoint']): AgentConfig {
+  const resolved = (key: string) => (typeof agent[key] === 'string' ? { [key]: path.resolve(baseDir, agent[key]) } : {});
+  if (agent.name === WORKFLOW_AGENT) return { ...agent, ...resolved('workflows'), ...resolved('activities') };
+  if (agent.name !== PROGRAM_AGENT) return agent;
+  const url = agent.endpoint ?? (endpoint && `http://${endpoint.host === '0.0.0.0' ? '127.0.0.1' : endpoint.host}:${endpoint.port}/v1`);
+  return { ...agent, cwd: typeof agent.cwd === 'string' ? path.resolve(baseDir, agent.cwd) : baseDir, ...(url ? { endpoint: url } : {}) };
 }
 
 /** The files of a Hugging Face model directory that trajflow reads (the chat format), its trainer and its servers load. */

@@ -6,11 +6,13 @@
 import type {
   LanguageModelV4CallOptions,
   LanguageModelV4FunctionTool,
+  LanguageModelV4GenerateResult,
   LanguageModelV4Message,
   LanguageModelV4Prompt,
   LanguageModelV4ToolResultOutput,
 } from '@ai-sdk/provider';
 import { placeCall } from '../src/agentCalls/history';
+import { callOptionsOf, chatCompletionChunksOf, chatCompletionOf, ChatCompletionRequestSchema, UnsupportedRequestError } from '../src/agentCalls/openai';
 import { promptItemsOf, UnsupportedPromptError } from '../src/agentCalls/prompt';
 import { contentOf, replyMessage, replyOfText, sameReply, type Reply } from '../src/agentCalls/reply';
 import type { TurnRecord } from '../src/core/records';
@@ -228,5 +230,83 @@ describe('placeCall: the AI SDK loop of a tool-using agent', () => {
     const call1 = turnRecord(1, segment.messages, callText('408 + 1'), true);
     const next = [...cut, assistantCall('call_1_0', '408 + 1'), toolResult('call_1_0', textOutput('409'))];
     expect(place(next, [call0, call1])).toEqual({ kind: 'continues', turn: 2, messages: [{ role: 'tool', content: '409' }] });
+  });
+
+  test('a program started again from the beginning gets its earlier answers back, even from an earlier context', () => {
+    const cut = [system(), assistantCall('call_0_0', '12 * 34'), toolResult('call_0_0', textOutput('408'))];
+    const call1 = turnRecord(1, place(cut, [call0]).messages, 'The answer is 408.', true);
+    expect(place([system(), user(question)], [call0, call1])).toEqual({ kind: 'repeats', turn: 0, messages: [systemMessage, userMessage] });
+    // Continuing the earlier context would fork the trajectory: a new segment instead.
+    expect(place(call1Prompt, [call0, call1])).toMatchObject({ kind: 'new segment', turn: 2 });
+  });
+});
+
+describe("OpenAI's chat completions as model calls", () => {
+  const request = ChatCompletionRequestSchema.parse({
+    model: 'm',
+    messages: [
+      { role: 'system', content: systemText },
+      { role: 'user', content: [{ type: 'text', text: question }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call_0_0', type: 'function', function: { name: 'calculator', arguments: '{"expression":"12 * 34"}' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_0_0', content: '408' },
+    ],
+    tools: [{ type: 'function', function: { name: 'calculator', description: calculator.description, parameters: calculator.inputSchema } }],
+    max_completion_tokens: 7,
+    temperature: 0.2,
+  });
+
+  test('a request becomes the AI SDK call a tool-using agent makes, and is placed as one', () => {
+    const options = callOptionsOf(request);
+    expect(options).toMatchObject({ maxOutputTokens: 7, temperature: 0.2, tools: [calculator] });
+    const call0 = turnRecord(
+      0,
+      [
+        { role: 'system', content: `${systemText}\n${toolSection}` },
+        { role: 'user', content: question },
+      ],
+      callText('12 * 34'),
+    );
+    expect(placeCall(promptItemsOf(options.prompt, options.tools, 'hermes'), [call0], 'hermes')).toEqual({
+      kind: 'continues',
+      turn: 1,
+      messages: [{ role: 'tool', content: '408' }],
+    });
+  });
+
+  test('a tool result answering no call, and an image, are refused by where they are', () => {
+    const orphan = ChatCompletionRequestSchema.parse({ model: 'm', messages: [{ role: 'tool', tool_call_id: 'x', content: '1' }] });
+    expect(() => callOptionsOf(orphan)).toThrow('messages[0]: tool_call_id x answers no earlier assistant tool call');
+    const image = ChatCompletionRequestSchema.parse({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'u' } }] }] });
+    expect(() => callOptionsOf(image)).toThrow(UnsupportedRequestError);
+  });
+
+  test('an answer with a tool call is a completion with tool_calls, and its stream says the same', () => {
+    const result: LanguageModelV4GenerateResult = {
+      content: contentOf(replyOfText(callText('12 * 34'), 'hermes', 0)),
+      finishReason: { unified: 'tool-calls', raw: 'stop' },
+      usage: {
+        inputTokens: { total: 30, noCache: 30, cacheRead: undefined, cacheWrite: undefined },
+        outputTokens: { total: 12, text: 12, reasoning: undefined },
+      },
+      warnings: [],
+    };
+    const toolCalls = [{ id: 'call_0_0', type: 'function', function: { name: 'calculator', arguments: '{"expression":"12 * 34"}' } }];
+    expect(chatCompletionOf(result, 'id', 'm', 1)).toMatchObject({
+      choices: [{ message: { role: 'assistant', content: null, tool_calls: toolCalls }, finish_reason: 'tool_calls' }],
+      usage: { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42 },
+    });
+    const chunks = chatCompletionChunksOf(result, 'id', 'm', 1, true);
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta)).toEqual([
+      { role: 'assistant', content: '' },
+      { tool_calls: [{ index: 0, ...toolCalls[0] }] },
+      {},
+      undefined,
+    ]);
+    expect(chunks[2].choices[0].finish_reason).toBe('tool_calls');
+    expect(chunks[3]).toMatchObject({ choices: [], usage: { total_tokens: 42 } });
   });
 });

@@ -10,36 +10,14 @@ import path from 'node:path';
 import type { RunConfig } from '../config/schema';
 import { runRollout } from '../client/runRollout';
 import { buildTrainingSequences, nextPromptIds } from '../src/core/sequence';
-import type { InferenceProvider } from '../src/inference/provider';
 import { createLogger } from '../src/log';
 import { createProvider } from '../src/model/createProvider';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { ROLLOUT_ROLES, startWorkers, type RunningWorkers } from '../workers/start';
 import { testConfig } from './support/harness';
+import { recordingProvider, type ModelCall } from './support/recordingProvider';
 
 const AGENT_WORKFLOWS = path.join(__dirname, 'support', 'agentWorkflows', 'workflows.ts');
-
-interface ModelCall {
-  promptIds: number[];
-  completionIds: number[];
-}
-
-/** The provider, noting every prompt it is given and what it sampled. */
-function recording(provider: InferenceProvider, calls: ModelCall[]): InferenceProvider {
-  return new Proxy(provider, {
-    get(target, property) {
-      if (property === 'generate') {
-        return async (request: Parameters<InferenceProvider['generate']>[0]) => {
-          const result = await target.generate(request);
-          calls.push({ promptIds: [...request.promptIds], completionIds: [...result.completionIds] });
-          return result;
-        };
-      }
-      const value = Reflect.get(target, property) as unknown;
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
 
 describe('an AI SDK agent workflow as the trajectory', () => {
   const logger = createLogger('test');
@@ -54,7 +32,7 @@ describe('an AI SDK agent workflow as the trajectory', () => {
   let workers: RunningWorkers;
 
   beforeAll(async () => {
-    workers = await startWorkers(config, ROLLOUT_ROLES, logger, { provider: recording(await createProvider(config, logger), calls) });
+    workers = await startWorkers(config, ROLLOUT_ROLES, logger, { provider: recordingProvider(await createProvider(config, logger), calls) });
   }, 120_000);
   afterAll(async () => {
     await workers?.shutdown();

@@ -271,12 +271,35 @@ describe('run config', () => {
     expect(sections[2]).toBe(sections[0]);
   });
 
+  it('places agents that run their own loop, and names what they lack', () => {
+    const arithmetic = { name: 'arithmetic' };
+    const workflow = parseRunConfig(
+      { env: arithmetic, agent: { name: 'workflow', workflowType: 'a', workflows: 'test/config.test.ts' } },
+      'c',
+      __dirname + '/..',
+    );
+    expect(workflow.agent.workflows).toBe(path.resolve(__dirname, 'config.test.ts'));
+    expect(() => parseRunConfig({ env: arithmetic, agent: { name: 'workflow', workflowType: 'a', workflows: './missing.js' } })).toThrow(
+      /agent\.workflows: .*missing\.js does not exist/,
+    );
+    expect(() => parseRunConfig({ env: arithmetic, agent: { name: 'workflow' } })).toThrow(/agent\.workflowType/);
+    const program = parseRunConfig(
+      { env: arithmetic, agent: { name: 'program', command: ['node', 'a.js'] }, inference: { endpoint: { port: 8411 } } },
+      'c',
+      '/tmp',
+    );
+    expect(program.agent).toMatchObject({ cwd: '/tmp', endpoint: 'http://127.0.0.1:8411/v1' });
+    expect(() => parseRunConfig({ env: arithmetic, agent: { name: 'program', command: ['node', 'a.js'] } })).toThrow(
+      /agent\.endpoint: an agent program needs the OpenAI-compatible endpoint: set inference\.endpoint/,
+    );
+  });
+
   it('lists the known names for an unknown environment, agent, tool or reward', () => {
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(
       /env\.name: unknown environment "chess"; known environments: .*arithmetic, bash, frozenlake/,
     );
     expect(() => parseRunConfig({ env: { name: 'frozenlake' }, agent: { name: 'chatty' } })).toThrow(
-      /agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, tool/,
+      /agent\.name: unknown agent "chatty"; known agents: .*frozenlake, model, program, tool, workflow/,
     );
     expect(() => parseRunConfig({ env: { name: 'arithmetic', tools: ['calculator', 'abacus'] }, agent: { name: 'tool' } })).toThrow(
       /env\.tools\[1\]: unknown tool "abacus"; known tools: .*calculator/,

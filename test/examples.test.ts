@@ -3,8 +3,9 @@
  * copied into a project outside the checkout, trajflow and zod installed in its node_modules, then
  * `trajflow train CONFIG --local` or `trajflow run CONFIG --local`. `npm install /path/to/trajflow` links the checkout, so a link is
  * what the suite makes too; the other packages the README's install line pins (zod, the AI SDK)
- * are linked from the checkout's own, which must be the pinned versions, so nothing is downloaded. The config gains only the suite's dev server address, a task queue
- * prefix and a data directory that adopts the suite's server. The run must print what the README's
+ * are linked from the checkout's own, which must be the pinned versions, so nothing is downloaded.
+ * The config gains only the suite's dev server address, a task queue prefix, a data directory that
+ * adopts the suite's server, and a free port for an endpoint it serves. The run must print what the README's
  * expected output shows (the parts that are the same from run to run), and what it stored must
  * show the example's own code at work.
  */
@@ -15,6 +16,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
+import { freePort } from '../src/ports';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { runningDevServer } from '../src/temporal/devServer';
 import { testAddress } from './support/harness';
@@ -57,7 +59,12 @@ interface PlayedRun {
 }
 
 /** Copies examples/`folder` into a fresh project, installs it as the README says, runs `command` on `config` and reads back what it stored. */
-async function runExample(folder: string, command: 'run' | 'train', config: string): Promise<PlayedRun & { project: string }> {
+async function runExample(
+  folder: string,
+  command: 'run' | 'train',
+  config: string,
+  suiteSettings: Record<string, unknown> = {},
+): Promise<PlayedRun & { project: string }> {
   // Outside the checkout, as a user's project is: under the suite's data directory, which teardown removes.
   const project = mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), `example-${folder}-`));
   cpSync(path.join(ROOT, 'examples', folder), project, { recursive: true });
@@ -78,7 +85,12 @@ async function runExample(folder: string, command: 'run' | 'train', config: stri
   mkdirSync(path.join(dataDir, 'temporal'), { recursive: true });
   writeFileSync(path.join(dataDir, 'temporal', 'temporal-server.json'), JSON.stringify(runningDevServer(process.env.TRAJFLOW_TEST_DATA_DIR!)));
   const userConfig = YAML.parse(readFileSync(path.join(project, config), 'utf8'));
-  const suiteConfig = { ...userConfig, temporal: { address: testAddress(), taskQueuePrefix: `test-example-${folder}-${process.pid}` }, dataDir };
+  const suiteConfig = {
+    ...userConfig,
+    ...suiteSettings,
+    temporal: { address: testAddress(), taskQueuePrefix: `test-example-${folder}-${process.pid}` },
+    dataDir,
+  };
   const configFile = path.join(project, `suite-${config}`);
   writeFileSync(configFile, YAML.stringify(suiteConfig));
 
@@ -178,6 +190,18 @@ describe('the examples, run as a user runs them', () => {
       expect(trajectory).toMatchObject({ env: 'arithmetic', status: 'ended' });
       expect(trajectory.turns).toBeGreaterThanOrEqual(1);
       // The agent's own system prompt, with its tool as the AI SDK passed it, and the environment's task.
+      const [system, user] = turns[i][0].messages;
+      expect(system.content).toContain('Answer with the number only. Use the calculator for arithmetic.');
+      expect(system.content).toContain('calculator(expression: string) - Evaluates an arithmetic expression such as 12 * 34.');
+      expect(user.content).toMatch(/^What is \d{3} \* \d{3}\?$/);
+    }
+  });
+
+  it("openai-agent: a program on OpenAI's client trains through the endpoint, each call a turn of its trajectory", async () => {
+    const { trajectories, turns } = await runExample('openai-agent', 'train', 'agent.yaml', { inference: { endpoint: { port: await freePort() } } });
+    expect(trajectories).toHaveLength(12);
+    for (const [i, trajectory] of trajectories.entries()) {
+      expect(trajectory).toMatchObject({ env: 'arithmetic', status: 'ended' });
       const [system, user] = turns[i][0].messages;
       expect(system.content).toContain('Answer with the number only. Use the calculator for arithmetic.');
       expect(system.content).toContain('calculator(expression: string) - Evaluates an arithmetic expression such as 12 * 34.');

@@ -1,7 +1,8 @@
 /**
- * Environment worker: polls `<prefix>-env` (opening sessions, reward, trajectory and group records)
+ * Environment worker: polls `<prefix>-env` (opening sessions, reward, trajectory and group records, agent programs)
  * and its own session queue (turns and close of the sessions it holds in memory).
  */
+import { createAgentProgramActivities } from '../activities/agentProgram';
 import { Worker } from '@temporalio/worker';
 import type { RunConfig } from '../config/schema';
 import type { Logger } from '../src/log';
@@ -32,7 +33,8 @@ export async function createEnvWorkers(
     ...common,
     taskQueue: taskQueuesOf(config).env,
     ...versioningOptions(config),
-    activities: host.envActivities,
+    // Agent programs (`agent.name: program`) run here too: long activities with heartbeats, as sessions' turns are.
+    activities: { ...host.envActivities, ...createAgentProgramActivities() },
   });
   // Never versioned: only this process polls it, so a session's turns reach its own build anyway,
   // and a versioned build would register every session queue it ever had with the deployment

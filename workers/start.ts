@@ -15,6 +15,7 @@ import { connectWorker, resolveTemporal } from '../src/temporal/connection';
 import { tracer } from '../src/trace/recorder';
 import { GAUGE_SAMPLE_MS, prometheusExporter, sampleEvery, trajflowMetrics } from '../src/metrics/meter';
 import { createAgentWorker } from './agentWorker';
+import { startOpenAiEndpoint } from './openAiEndpoint';
 import { createEnvWorkers } from './envWorker';
 import { createInferenceHost, type InferenceHost } from './inferenceHost';
 import { createInferenceWorker } from './inferenceWorker';
@@ -111,6 +112,8 @@ export async function startWorkers(config: RunConfig, roles: readonly Role[], lo
       () => stats.stop(),
       () => provider.close(),
     );
+    const endpoint = await startOpenAiEndpoint(config, logger.child({ role: 'inference' }));
+    if (endpoint) cleanups.unshift(() => endpoint.close());
   }
   // Env workers hold episode sessions; workflow workers hold those of `env.sessions: local` runs.
   if (has('env') || has('workflows')) {

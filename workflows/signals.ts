@@ -1,5 +1,6 @@
-/** Messages between the rollout controller and its groups. */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+/** Messages between the rollout controller and its groups, and to trajectories of agent programs. */
+import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from '@ai-sdk/provider';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { GroupSummary } from '../src/core/records';
 
 /** Controller -> group: you may start this many more trajectories (with this policy version). */
@@ -43,3 +44,12 @@ export interface RolloutStatus {
 }
 
 export const rolloutStatusQuery = defineQuery<RolloutStatus>('status');
+
+/**
+ * OpenAI-compatible endpoint -> trajectory of an agent program: a model call of the program,
+ * answered by the trajectory's `invokeModel` activity (workflows/trajectory/agentProgram.ts).
+ */
+export const agentModelCallUpdate = defineUpdate<LanguageModelV4GenerateResult, [{ modelId: string; options: LanguageModelV4CallOptions }]>('agentModelCall');
+
+/** OpenAI-compatible endpoint -> trajectory of an agent program: the program's own reward for its episode. */
+export const agentRewardSignal = defineSignal<[reward: number]>('agentReward');

@@ -62,7 +62,7 @@ export const activitySummary = {
   trainStep: (step: number, baseVersion: number, groups: number) =>
     summary(`train step ${step}: ${plural(groups, 'group')}, v${baseVersion} -> v${baseVersion + 1}`),
   evaluate: (version: number, episodes: number) => summary(`evaluate v${version}: ${episodes} held-out episodes`),
-  agentCalls: (workflowType: string) => summary(`read the model calls of agent workflow ${workflowType}`),
+  agentCalls: (agent: string) => summary(`read the model calls of ${agent}`),
 };
 
 export const timerSummary = {

@@ -25,7 +25,8 @@ import { EpisodeSession } from './trajectory/session';
 import { EpisodeTally } from './trajectory/tally';
 import type { Episode } from './trajectory/episode';
 import { playAgentWorkflow } from './trajectory/agentWorkflow';
-import { WORKFLOW_AGENT } from '../src/core/agentCallContext';
+import { PROGRAM_AGENT, WORKFLOW_AGENT } from '../src/core/agentCallContext';
+import { playAgentProgram } from './trajectory/agentProgram';
 
 export async function trajectoryWorkflow(input: TrajectoryInput): Promise<TrajectorySummary> {
   const activities = trajectoryActivities(input);
@@ -35,8 +36,8 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   const { episodeTimeoutS } = input.agent;
   try {
     const deadline = timerSummary.episodeDeadline(episodeTimeoutS);
-    // An agent written as a workflow of its own plays its episode there; trajflow's agents turn by turn here.
-    const playEpisode = input.agent.name === WORKFLOW_AGENT ? playAgentWorkflow : play;
+    // Agents that run their own loop (a workflow of their own, a program) play their episode there; trajflow's agents turn by turn here.
+    const playEpisode = OWN_LOOP_AGENTS[input.agent.name] ?? play;
     if ((await withDeadline(episodeTimeoutS * 1000, deadline, () => playEpisode(input, activities, { session, tally, conversation }))) === 'expired') {
       tally.end('timeout', `episode took longer than ${episodeTimeoutS} s (agent.episodeTimeoutS)`);
     }
@@ -69,6 +70,9 @@ export async function trajectoryWorkflow(input: TrajectoryInput): Promise<Trajec
   );
   return summary;
 }
+
+/** How agents that run their own loop play an episode, by `agent.name`. */
+const OWN_LOOP_AGENTS: Record<string, typeof play> = { [WORKFLOW_AGENT]: playAgentWorkflow, [PROGRAM_AGENT]: playAgentProgram };
 
 /** The turns of the episode: generate, hand the answer to the session, account the outcome. */
 async function play(input: TrajectoryInput, { generate }: TrajectoryActivities, { session, tally, conversation }: Episode): Promise<void> {

@@ -11,6 +11,9 @@ import type { Compatibility } from './compatibility';
 /** The registered name (`agent.name`) of agents written as workflows of their own. */
 export const WORKFLOW_AGENT = 'workflow';
 
+/** The registered name of agents that are programs calling trajflow's OpenAI-compatible endpoint. */
+export const PROGRAM_AGENT = 'program';
+
 /** The memo key of an agent workflow that trajflow started. */
 export const AGENT_CALL_MEMO = 'trajflow';
 

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { FrozenLakeAgent } from '../agents/frozenlakeAgent';
 import { ModelAgent } from '../agents/modelAgent';
 import { ToolAgent } from '../agents/toolAgent';
-import { WorkflowAgent } from '../agents/workflowAgent';
-import { WORKFLOW_AGENT } from '../core/agentCallContext';
+import { ExternalAgent } from '../agents/externalAgent';
+import { PROGRAM_AGENT, WORKFLOW_AGENT } from '../core/agentCallContext';
 import { registerArithmetic } from '../envs/arithmetic';
 import { registerBashTerminal } from '../envs/bashTerminal';
 import { FrozenLake, PROGRESS_DISTANCES } from '../envs/frozenlake';
@@ -72,6 +72,20 @@ const WorkflowAgentOptionsSchema = z.strictObject({
 
 export type WorkflowAgentOptions = z.output<typeof WorkflowAgentOptionsSchema>;
 
+/** The options of an agent program (`agent.name: program`), which calls trajflow's OpenAI-compatible endpoint. */
+const ProgramAgentOptionsSchema = z.strictObject({
+  /** The program and its arguments, e.g. `[node, agent.js]`; it gets the task in `TRAJFLOW_TASK` and prints its answer. */
+  command: z.array(z.string().min(1)).min(1),
+  /** Where it runs; default: the config file's directory. */
+  cwd: z.string().min(1).optional(),
+  /** The endpoint's base URL the program is given (`OPENAI_BASE_URL`); default: `inference.endpoint` on this host. */
+  endpoint: z.url().optional(),
+  /** How the model writes tool calls (and the parser that reads them); the tools' signatures join the system prompt. */
+  toolCallFormat: z.enum(TOOL_CALL_FORMATS as [string, ...string[]]).default('hermes'),
+});
+
+export type ProgramAgentOptions = z.output<typeof ProgramAgentOptionsSchema>;
+
 export function registerBuiltins(api: PluginApi): void {
   registerArithmetic(api);
   registerBashTerminal(api);
@@ -130,6 +144,11 @@ export function registerBuiltins(api: PluginApi): void {
   // The literal, not the constant: docs/config.md finds a registration's option comments by its name.
   api.registerAgent('workflow' satisfies typeof WORKFLOW_AGENT, {
     options: WorkflowAgentOptionsSchema,
-    create: (_options, { history, environment }) => new WorkflowAgent(environment, history),
+    create: (_options, { history, environment }) => new ExternalAgent(environment, history),
+  });
+
+  api.registerAgent('program' satisfies typeof PROGRAM_AGENT, {
+    options: ProgramAgentOptionsSchema,
+    create: (_options, { history, environment }) => new ExternalAgent(environment, history),
   });
 }

@@ -8,26 +8,22 @@
  * store.
  */
 import { ApplicationFailure, executeChild, isCancellation, TemporalFailure } from '@temporalio/workflow';
+import { AGENT_CALL_MEMO, agentTaskQueue } from '../../src/core/agentCallContext';
 import type { WorkflowAgentOptions } from '../../src/plugins/builtins';
-import { AGENT_CALL_MEMO, agentTaskQueue, type AgentCallContext } from '../../src/core/agentCallContext';
 import { failureReason } from '../activityFailures';
-import { activitySummary, plural } from '../summaries';
 import type { TrajectoryInput } from '../types';
 import type { TrajectoryActivities } from './activities';
 import type { Episode } from './episode';
-import { policyRequirementOf } from './generateInput';
+import { callContextOf, endExternalEpisode, taskPromptOf } from './externalAgent';
 
 /** The failure type of a model call past `agent.maxTurns` (activities/agentModel.ts AGENT_CALL_FAILURES). */
 const CALL_LIMIT = 'ModelCallLimit';
 
-export async function playAgentWorkflow(input: TrajectoryInput, activities: TrajectoryActivities, { session, tally, conversation }: Episode): Promise<void> {
+export async function playAgentWorkflow(input: TrajectoryInput, activities: TrajectoryActivities, episode: Episode): Promise<void> {
+  const { session, tally, conversation } = episode;
   const agent = input.agent as TrajectoryInput['agent'] & WorkflowAgentOptions;
   conversation.show('opening the environment session');
-  const first = await session.open();
-  const prompt = first.messages
-    .filter((message) => message.role === 'user')
-    .map((message) => message.content)
-    .join('\n');
+  const prompt = taskPromptOf(await session.open());
   conversation.show(`agent workflow ${agent.workflowType} is working on the task`);
 
   let answer: string | undefined;
@@ -36,7 +32,7 @@ export async function playAgentWorkflow(input: TrajectoryInput, activities: Traj
       workflowId: `${input.trajectoryId}-agent`,
       taskQueue: agentTaskQueue(agent.taskQueue, input.taskQueues.workflows),
       args: [prompt],
-      memo: { [AGENT_CALL_MEMO]: callContextOf(input, agent) },
+      memo: { [AGENT_CALL_MEMO]: callContextOf(input, agent.toolCallFormat) },
       staticSummary: `agent ${agent.workflowType} of trajectory ${input.trajectoryId}`,
     });
     answer = answerOf(result);
@@ -50,36 +46,7 @@ export async function playAgentWorkflow(input: TrajectoryInput, activities: Traj
     if (causeTypes(err).includes(CALL_LIMIT)) tally.end('max_turns', `the agent workflow asked for more than ${agent.maxTurns} model calls (agent.maxTurns)`);
     else tally.end('failed', `agent workflow ${agent.workflowType} failed: ${failureReason(err)}`);
   }
-
-  const calls = await activities.agentCalls.executeWithOptions({ summary: activitySummary.agentCalls(agent.workflowType) }, [
-    { runId: input.runId, trajectoryId: input.trajectoryId },
-  ]);
-  calls.forEach((call, turn) => {
-    tally.generated(call);
-    conversation.shown(turn, { messages: [], freshContext: call.newContext });
-    conversation.answered(call);
-  });
-  const contexts = 1 + calls.filter((call) => call.newContext).length;
-  if (contexts > 1) conversation.show(`${plural(calls.length, 'model call')} in ${contexts} contexts: the agent's history did not continue its earlier calls`);
-  if (answer === undefined) return;
-  const outcome = await session.turn(answer);
-  conversation.answerTaken(outcome);
-  tally.answered(outcome);
-}
-
-function callContextOf(input: TrajectoryInput, agent: WorkflowAgentOptions & TrajectoryInput['agent']): AgentCallContext {
-  const policy = policyRequirementOf(input);
-  return {
-    runId: input.runId,
-    runSeed: input.runSeed,
-    trajectoryId: input.trajectoryId,
-    sampling: input.sampling,
-    ...(policy ? { policy } : {}),
-    compatibility: input.compatibility,
-    toolCallFormat: agent.toolCallFormat,
-    maxCalls: agent.maxTurns,
-    inferenceQueue: input.taskQueues.inference,
-  };
+  await endExternalEpisode(input, activities, episode, `agent workflow ${agent.workflowType}`, answer);
 }
 
 /** The agent's answer: its result if a string, else the result's `text` (the AI SDK's generateText result has one). */
@@ -89,7 +56,8 @@ function answerOf(result: unknown): string | undefined {
   return typeof text === 'string' ? text : undefined;
 }
 
-function causeTypes(err: unknown): string[] {
+/** The failure types along a failure's chain of causes. */
+export function causeTypes(err: unknown): string[] {
   const types: string[] = [];
   for (let at: unknown = err; at instanceof Error; at = at.cause) if (at instanceof ApplicationFailure && at.type) types.push(at.type);
   return types;

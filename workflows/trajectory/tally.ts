@@ -68,6 +68,12 @@ export class EpisodeTally {
     return 'ended';
   }
 
+  /** The agent scored its own episode (an agent program's reported reward): that is its return. */
+  reported(reward: number): void {
+    this.envReturn = reward;
+    this.end('ended', `episode ended: the agent reported reward ${reward}`);
+  }
+
   summary(reward: number, sessionRebuilds: number, environmentMs: number): TrajectorySummary {
     const { input, turns, turnPenalties, turnAnswerPenalties } = this;
     return {

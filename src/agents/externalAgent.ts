@@ -1,7 +1,8 @@
 /**
- * An agent written as a Temporal workflow of its own (with the AI SDK through `@temporalio/ai-sdk`),
- * trained as it is. Its trajectory (workflows/trajectory/agentWorkflow.ts) hands the task's prompt
- * to that workflow and the workflow's answer back to the environment; this class is the
+ * An agent that runs its own loop, trained as it is: a Temporal workflow of its own (with the AI
+ * SDK through `@temporalio/ai-sdk`, workflows/trajectory/agentWorkflow.ts) or a program calling
+ * trajflow's OpenAI-compatible endpoint (workflows/trajectory/agentProgram.ts). Its trajectory
+ * hands it the task's prompt and its answer back to the environment; this class is the
  * environment's side of it: the task as the prompt, the answer as the final action.
  */
 import type { ChatMessage } from '../core/tokenizer';
@@ -10,7 +11,7 @@ import type { TaskObservation } from '../envs/taskEnvironment';
 import { ToolEnvironment, type ToolAction } from '../envs/toolEnvironment';
 import { ConversationalAgent, type History, type ParsedAction } from './agent';
 
-export class WorkflowAgent extends ConversationalAgent<TaskObservation, ToolAction | string> {
+export class ExternalAgent extends ConversationalAgent<TaskObservation, ToolAction | string> {
   constructor(
     private readonly environment: Environment,
     history: History,
