@@ -466,6 +466,25 @@ export const TrainerConfigSchema = z.strictObject({
    */
   formatWarmupLearningRate: z.number().positive().default(1e-2),
   /**
+   * The Python trainer of a real model: supervised steps on demonstrations before RL, for a model
+   * that never writes what the task needs (a tool call) and so gives RL nothing to reinforce.
+   * Version 0 is then the model after these steps. Off when unset.
+   */
+  warmup: z
+    .strictObject({
+      /**
+       * A JSON Lines file of demonstrations (relative to the config file): each line
+       * `{"messages": [{"role": ..., "content": ...}, ...]}`, a conversation rendered with the
+       * model's chat template; the model learns the assistant messages' tokens.
+       */
+      demonstrations: z.string().min(1),
+      /** Optimizer steps (AdamW), each on `batchSize` demonstrations in file order, wrapping around. */
+      steps: positiveInt.default(40),
+      batchSize: positiveInt.default(8),
+      learningRate: z.number().positive().default(5e-5),
+    })
+    .optional(),
+  /**
    * How long a train step may go without a heartbeat before Temporal gives it to another trainer
    * (a trainer that died mid-step is noticed this late). The embedded trainer blocks its event
    * loop during a step's tensor work, so it needs minutes; the Python trainer heartbeats from a
@@ -612,6 +631,17 @@ export const RunConfigSchema = z
         code: 'custom',
         path: ['trainer', 'lora'],
         message: 'LoRA is for the Python trainer of a real model (model.path); the embedded trainer trains every weight',
+      });
+    }
+    if (
+      config.trainer.warmup !== undefined &&
+      (config.model.path === undefined || config.trainer.lora !== undefined || config.trainer.distributed.processes > 1 || config.trainer.distributed.hosts > 1)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['trainer', 'warmup'],
+        message:
+          'is a warm-up of the Python trainer of a real model (model.path) training every weight in one process: remove trainer.lora and trainer.distributed, or the warm-up (the embedded model has trainer.formatWarmupSteps)',
       });
     }
     const { processes, hosts } = config.trainer.distributed;

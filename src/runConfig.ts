@@ -58,9 +58,17 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
     const file = agentConfig?.[key];
     if (typeof file === 'string' && !existsSync(file)) problems.push(`agent.${key}: ${file} does not exist`);
   }
+  // Read from the raw section: a missing file is named even when another problem fails the schema.
+  const demonstrations = ((sections.trainer as { warmup?: { demonstrations?: unknown } } | undefined)?.warmup ?? {}).demonstrations;
+  if (typeof demonstrations === 'string' && !existsSync(path.resolve(baseDir, demonstrations)))
+    problems.push(`trainer.warmup.demonstrations: ${path.resolve(baseDir, demonstrations)} does not exist`);
   if (!result.success || problems.length > 0 || !validEnv || !agentConfig) throw new ConfigError(source, [...new Set(problems)]);
   const model = modelPath === undefined ? result.data.model : { ...result.data.model, path: modelPath };
-  return { ...result.data, modules: modulePaths, model, env: validEnv, agent: agentConfig };
+  const { warmup } = result.data.trainer;
+  const trainer = warmup
+    ? { ...result.data.trainer, warmup: { ...warmup, demonstrations: path.resolve(baseDir, warmup.demonstrations) } }
+    : result.data.trainer;
+  return { ...result.data, modules: modulePaths, model, trainer, env: validEnv, agent: agentConfig };
 }
 
 /**

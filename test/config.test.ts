@@ -294,6 +294,16 @@ describe('run config', () => {
     );
   });
 
+  it("refuses trainer.warmup where the Python trainer's warm-up cannot run, and a missing demonstrations file", () => {
+    const warmup = { demonstrations: 'config.test.ts' };
+    expect(() => parseRunConfig({ env: { name: 'arithmetic' }, trainer: { warmup } }, 'c', __dirname)).toThrow(
+      /trainer\.warmup: is a warm-up of the Python trainer of a real model/,
+    );
+    expect(() => parseRunConfig({ env: { name: 'arithmetic' }, trainer: { warmup: { demonstrations: 'missing.jsonl' } } }, 'c', __dirname)).toThrow(
+      /trainer\.warmup\.demonstrations: .*missing\.jsonl does not exist/,
+    );
+  });
+
   it('lists the known names for an unknown environment, agent, tool or reward', () => {
     expect(() => parseRunConfig({ env: { name: 'chess' } })).toThrow(
       /env\.name: unknown environment "chess"; known environments: .*arithmetic, bash, frozenlake/,

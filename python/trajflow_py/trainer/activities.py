@@ -31,13 +31,14 @@ from .inputs import PrepareInput, RunScoped, TrainerConfig, TrainStepInput
 from .layout import RunLayout
 from .lockstep import Leader
 from .log import Logger, now_ms
-from .policy import copy_model_dir, default_device, drop_trainer_state
+from .policy import copy_model_dir, default_device, drop_trainer_state, load_model, save_published
 from .policy_trainer import NOTHING_TRAINED, PolicyTrainer, TrainMetrics
 from .retention import RetentionPolicy, describe_versions, ensure_room_for, folder_bytes, prune_checkpoints
 from .settings import WorkerSettings
 from .step_metrics import Utilization, logprob_agreement, summarize_step
 from .utilization import UtilizationClock
 from .validation import Model, parse
+from .warmup import demo_sequences, warm_up
 
 
 def step_record(
@@ -132,7 +133,10 @@ class TrainerActivities:
             return self.train(self._parse(TrainStepInput, raw, "trainStep"))
 
     def prepare(self, input: PrepareInput) -> dict:
-        """Version 0 of a run (a copy of the model directory, or with LoRA a fresh adapter of it), unless the run has checkpoints."""
+        """
+        Version 0 of a run (a copy of the model directory, the model after `trainer.warmup`, or with
+        LoRA a fresh adapter of it), unless the run has checkpoints.
+        """
         if input.trainer.format_warmup_steps > 0:
             raise invalid_config("trainer.formatWarmupSteps > 0: the format warm-up is for the embedded model; set it to 0 for a real model")
         run = RunLayout(self._data_dir, input.run_id)
@@ -140,7 +144,18 @@ class TrainerActivities:
         # Each step publishes exactly one version, so the latest version is the number of steps done.
         if latest is not None:
             return {"version": latest, "step": latest, **groups_taken_by(run, latest)}
-        lora = input.trainer.lora
+        lora, warmup = input.trainer.lora, input.trainer.warmup
+        if warmup is not None:
+            if lora is not None:
+                raise invalid_config("trainer.warmup trains every weight: it cannot start a LoRA run (remove one of them)")
+            model = load_model(self._model_path)
+            losses = warm_up(model, demo_sequences(self._model_path, Path(warmup.demonstrations)), warmup, self._logger)
+            publish_directory(
+                run.checkpoint_dir(0),
+                lambda partial: save_published(model, model.state_dict(), input.trainer.precision, self._model_path, partial),
+            )
+            self._logger.info("published version 0 after the warm-up", runId=input.run_id, steps=warmup.steps, firstLoss=losses[0], lastLoss=losses[-1])
+            return {"version": 0, "step": 0}
         if lora is None:
             publish_directory(run.checkpoint_dir(0), lambda partial: copy_model_dir(self._model_path, partial))
         else:

@@ -56,6 +56,15 @@ class LoraSettings(CamelModel):
     dropout: float = Field(ge=0, lt=1)
 
 
+class WarmupSettings(CamelModel):
+    """`trainer.warmup`: supervised steps on demonstrations before RL (trainer/warmup.py)."""
+
+    demonstrations: str = Field(min_length=1)
+    steps: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    learning_rate: float = Field(gt=0, allow_inf_nan=False)
+
+
 class TrainerConfig(CamelModel):
     advantage: AdvantageEstimator
     turn_credit: TurnCreditConfig | None = None
@@ -75,6 +84,8 @@ class TrainerConfig(CamelModel):
     activation_checkpointing: bool = False
     #: None: every weight trains (full fine-tuning).
     lora: LoraSettings | None = None
+    #: None: version 0 is the model as it is.
+    warmup: WarmupSettings | None = None
 
 
 class GroupSummary(CamelModel):

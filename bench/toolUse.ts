@@ -1,0 +1,66 @@
+/**
+ * How a run learned to use its tool, per policy version: of the episodes it sampled with that
+ * version, the share that called a tool and got its result (a `tool` message that is no error),
+ * and the share that solved the task; and the held-out solve rate where the version was evaluated
+ * (learning-curve.csv). Reads a run's store, so it works on a finished or running run.
+ *
+ *   npm run bench:tool-use -- --data-dir .trajflow --run <run id>
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { TrajectoryStore } from '../src/store/trajectoryStore';
+import { runLayout } from '../src/store/runLayout';
+
+interface VersionRow {
+  episodes: number;
+  toolResults: number;
+  solved: number;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { 'data-dir': { type: 'string', default: '.trajflow' }, run: { type: 'string' } } });
+  const runId = values.run;
+  if (!runId) throw new Error('--run <run id> is required');
+  const store = new TrajectoryStore(values['data-dir']!);
+  const rows = new Map<number, VersionRow>();
+  for (const trajectoryId of await store.listTrajectories(runId)) {
+    const summary = await store.getTrajectory(runId, trajectoryId);
+    if (!summary || summary.turns === 0) continue;
+    const turns = await store.getTurns(runId, trajectoryId, summary.turns);
+    const usedTool = turns.some((turn) => turn.messages.some((message) => message.role === 'tool' && !message.content.startsWith('error')));
+    const row = rows.get(summary.minPolicyVersion) ?? { episodes: 0, toolResults: 0, solved: 0 };
+    row.episodes++;
+    if (usedTool) row.toolResults++;
+    if (summary.envReturn > 0) row.solved++;
+    rows.set(summary.minPolicyVersion, row);
+  }
+  const heldOut = heldOutByVersion(runLayout(values['data-dir']!, runId).learningCurveFile);
+  const percent = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)}%`.padStart(8);
+  console.log(`run ${runId}: sampled episodes by the policy version they started with`);
+  console.log('  version  episodes  tool ok   solved   held-out');
+  for (const [version, row] of [...rows].sort(([a], [b]) => a - b)) {
+    const evaluated = heldOut.get(version);
+    console.log(
+      `  ${String(version).padStart(7)}  ${String(row.episodes).padStart(8)}  ${percent(row.toolResults, row.episodes)} ${percent(row.solved, row.episodes)}   ${evaluated === undefined ? '' : percent(evaluated, 1).trim()}`,
+    );
+  }
+}
+
+/** The held-out solve rate of each evaluated version, from the run's learning curve. */
+function heldOutByVersion(file: string): Map<number, number> {
+  const [header, ...lines] = readFileSync(file, 'utf8').trim().split('\n');
+  const columns = header.split(',');
+  const version = columns.indexOf('version');
+  const heldOut = columns.indexOf('heldOutSuccessRate');
+  const rates = new Map<number, number>();
+  for (const line of lines) {
+    const cells = line.split(',');
+    if (cells[heldOut] !== '') rates.set(Number(cells[version]), Number(cells[heldOut]));
+  }
+  return rates;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
