@@ -480,7 +480,9 @@ export const TrainerConfigSchema = z.strictObject({
       demonstrations: z.string().min(1),
       /** Optimizer steps (AdamW), each on `batchSize` demonstrations in file order, wrapping around. */
       steps: positiveInt.default(40),
+      /** Demonstrations per step. */
       batchSize: positiveInt.default(8),
+      /** AdamW's step size during the warm-up (its own: the warm-up is supervised). */
       learningRate: z.number().positive().default(5e-5),
     })
     .optional(),
