@@ -2,12 +2,12 @@
  * How a run learned to use its tool, per policy version: of the episodes it sampled with that
  * version, the share that called a tool and got its result (a `tool` message that is no error),
  * and the share that solved the task; and the held-out solve rate where the version was evaluated
- * (learning-curve.csv). Reads a run's store, so it works on a finished or running run.
+ * (train/eval.jsonl), with the run's time when that evaluation ended. Reads a run's store, so it works on a finished or running run.
  *
  *   npm run bench:tool-use -- --data-dir .trajflow --run <run id>
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { readJsonLines } from '../src/store/jsonLines';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { runLayout } from '../src/store/runLayout';
 
@@ -34,30 +34,22 @@ async function main(): Promise<void> {
     if (summary.envReturn > 0) row.solved++;
     rows.set(summary.minPolicyVersion, row);
   }
-  const heldOut = heldOutByVersion(runLayout(values['data-dir']!, runId).learningCurveFile);
+  const heldOut = await heldOutByVersion(runLayout(values['data-dir']!, runId).evaluationsFile);
   const percent = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)}%`.padStart(8);
   console.log(`run ${runId}: sampled episodes by the policy version they started with`);
   console.log('  version  episodes  tool ok   solved   held-out');
   for (const [version, row] of [...rows].sort(([a], [b]) => a - b)) {
     const evaluated = heldOut.get(version);
     console.log(
-      `  ${String(version).padStart(7)}  ${String(row.episodes).padStart(8)}  ${percent(row.toolResults, row.episodes)} ${percent(row.solved, row.episodes)}   ${evaluated === undefined ? '' : percent(evaluated, 1).trim()}`,
+      `  ${String(version).padStart(7)}  ${String(row.episodes).padStart(8)}  ${percent(row.toolResults, row.episodes)} ${percent(row.solved, row.episodes)}   ${evaluated === undefined ? '' : `${percent(evaluated.successRate, 1).trim()} at ${Math.round(evaluated.elapsedS)} s`}`,
     );
   }
 }
 
-/** The held-out solve rate of each evaluated version, from the run's learning curve. */
-function heldOutByVersion(file: string): Map<number, number> {
-  const [header, ...lines] = readFileSync(file, 'utf8').trim().split('\n');
-  const columns = header.split(',');
-  const version = columns.indexOf('version');
-  const heldOut = columns.indexOf('heldOutSuccessRate');
-  const rates = new Map<number, number>();
-  for (const line of lines) {
-    const cells = line.split(',');
-    if (cells[heldOut] !== '') rates.set(Number(cells[version]), Number(cells[heldOut]));
-  }
-  return rates;
+/** The held-out solve rate of each evaluated version, from the run's evaluations (none for a rollout). */
+async function heldOutByVersion(file: string): Promise<Map<number, { successRate: number; elapsedS: number }>> {
+  const evaluations = await readJsonLines<{ version: number; successRate: number; elapsedS: number }>(file, (e) => e.version);
+  return new Map(evaluations.map((e) => [e.version, e]));
 }
 
 main().catch((err) => {

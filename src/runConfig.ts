@@ -50,6 +50,9 @@ export function parseRunConfig(raw: unknown, source = '<inline>', baseDir = proc
   const modelProblem = modelPath === undefined ? undefined : modelDirectoryProblem(modelPath);
   if (modelProblem) problems.push(`model.path: ${modelProblem}`);
   const agentConfig = validAgent && withAgentPlaces(validAgent, baseDir, result.success ? result.data.inference.endpoint : undefined);
+  // Held-out evaluation plays trajflow's own turn loop, which an agent that runs its own loop is not.
+  if ((agentConfig?.name === PROGRAM_AGENT || agentConfig?.name === WORKFLOW_AGENT) && result.success && result.data.eval.everySteps > 0)
+    problems.push(`eval.everySteps: held-out evaluation plays trajflow's own agents, not one that runs its own loop (agent ${agentConfig.name}): set 0`);
   if (agentConfig?.name === PROGRAM_AGENT && agentConfig.endpoint === undefined)
     problems.push(
       'agent.endpoint: an agent program needs the OpenAI-compatible endpoint: set inference.endpoint (its port), or agent.endpoint where it is elsewhere',

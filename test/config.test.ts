@@ -289,6 +289,14 @@ describe('run config', () => {
       '/tmp',
     );
     expect(program.agent).toMatchObject({ cwd: '/tmp', endpoint: 'http://127.0.0.1:8411/v1' });
+    expect(() =>
+      parseRunConfig({
+        env: arithmetic,
+        agent: { name: 'program', command: ['node', 'a.js'] },
+        inference: { endpoint: { port: 8411 } },
+        eval: { everySteps: 5 },
+      }),
+    ).toThrow(/eval\.everySteps: held-out evaluation plays trajflow's own agents/);
     expect(() => parseRunConfig({ env: arithmetic, agent: { name: 'program', command: ['node', 'a.js'] } })).toThrow(
       /agent\.endpoint: an agent program needs the OpenAI-compatible endpoint: set inference\.endpoint/,
     );

@@ -64,7 +64,7 @@ async function runExample(
   command: 'run' | 'train',
   config: string,
   suiteSettings: Record<string, unknown> = {},
-): Promise<PlayedRun & { project: string }> {
+): Promise<PlayedRun & { project: string; runId: string; dataDir: string }> {
   // Outside the checkout, as a user's project is: under the suite's data directory, which teardown removes.
   const project = mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), `example-${folder}-`));
   cpSync(path.join(ROOT, 'examples', folder), project, { recursive: true });
@@ -109,7 +109,7 @@ async function runExample(
   const ids = (await store.listTrajectories(runId)).sort();
   const trajectories = await Promise.all(ids.map(async (id) => (await store.getTrajectory(runId, id))!));
   const turns = await Promise.all(trajectories.map((t) => store.getTurns(runId, t.trajectoryId, t.turns)));
-  return { project, stdout, trajectories, turns };
+  return { project, runId, dataDir, stdout, trajectories, turns };
 }
 
 /** What a plugin module's `register` registers, by kind and name. */
@@ -183,7 +183,7 @@ describe('the examples, run as a user runs them', () => {
   });
 
   it('ai-sdk-agent: an AI SDK agent workflow trains as it is, each model call a turn of its trajectory', async () => {
-    const { trajectories, turns } = await runExample('ai-sdk-agent', 'train', 'agent.yaml');
+    const { trajectories, turns, runId, dataDir } = await runExample('ai-sdk-agent', 'train', 'agent.yaml');
     // 3 steps of one group of 4.
     expect(trajectories).toHaveLength(12);
     for (const [i, trajectory] of trajectories.entries()) {
@@ -195,6 +195,10 @@ describe('the examples, run as a user runs them', () => {
       expect(system.content).toContain('calculator(expression: string) - Evaluates an arithmetic expression such as 12 * 34.');
       expect(user.content).toMatch(/^What is \d{3} \* \d{3}\?$/);
     }
+    // bench:tool-use reads the run: the embedded model's bytes are never a tool call.
+    const { stdout } = await promisify(execFile)(process.execPath, [path.join(ROOT, 'dist', 'bench', 'toolUse.js'), '--data-dir', dataDir, '--run', runId]);
+    expect(stdout).toContain('version  episodes  tool ok   solved   held-out');
+    expect(stdout).toMatch(/^ +0 +\d+ +0\.0% +0\.0%/m);
   });
 
   it("openai-agent: a program on OpenAI's client trains through the endpoint, each call a turn of its trajectory", async () => {
