@@ -15,7 +15,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { placeCall } from '../src/agentCalls/history';
 import { promptItemsOf, UnsupportedPromptError } from '../src/agentCalls/prompt';
 import { contentOf, replyOfText } from '../src/agentCalls/reply';
-import type { AgentCallContext } from '../src/core/agentCallContext';
+import { MODEL_CALL_LIMIT, type AgentCallContext } from '../src/core/agentCallContext';
 import type { TurnRecord } from '../src/core/records';
 import { TOOL_CALL_FORMATS, type ToolCallFormat } from '../src/tools/parsers';
 import type { TrajectoryStorage } from '../src/store/trajectoryStore';
@@ -31,7 +31,7 @@ export interface AgentModelCall {
 /** Failure types an agent's workflow may catch; neither is retried. */
 export const AGENT_CALL_FAILURES = {
   /** The trajectory made `agent.maxTurns` model calls already. */
-  callLimit: 'ModelCallLimit',
+  callLimit: MODEL_CALL_LIMIT,
   /** The call cannot be served: no trajflow context, an unsupported prompt part or tool. */
   unsupported: 'UnsupportedModelCall',
 } as const;

@@ -16,6 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { RunConfig } from '../config/schema';
 import { callOptionsOf, chatCompletionChunksOf, chatCompletionOf, ChatCompletionRequestSchema, UnsupportedRequestError } from '../src/agentCalls/openai';
+import { MODEL_CALL_LIMIT } from '../src/core/agentCallContext';
 import { describeIssues } from '../src/core/issues';
 import type { Logger } from '../src/log';
 import { connectClient, resolveTemporal } from '../src/temporal/connection';
@@ -121,7 +122,7 @@ async function onTrajectory<T>(trajectoryId: string, call: () => Promise<T>): Pr
     if (err instanceof WorkflowNotFoundError) throw new EndpointError(404, `no running trajectory ${trajectoryId} (the API key names the trajectory)`);
     if (err instanceof WorkflowUpdateFailedError) {
       const reason = causeMessages(err);
-      throw new EndpointError(reason.includes('ModelCallLimit') ? 429 : 400, reason);
+      throw new EndpointError(reason.includes(MODEL_CALL_LIMIT) ? 429 : 400, reason);
     }
     throw err;
   }

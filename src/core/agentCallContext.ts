@@ -14,6 +14,9 @@ export const WORKFLOW_AGENT = 'workflow';
 /** The registered name of agents that are programs calling trajflow's OpenAI-compatible endpoint. */
 export const PROGRAM_AGENT = 'program';
 
+/** The failure type of a model call past `agent.maxTurns`: not retried, and its trajectory ends `max_turns`. */
+export const MODEL_CALL_LIMIT = 'ModelCallLimit';
+
 /** The memo key of an agent workflow that trajflow started. */
 export const AGENT_CALL_MEMO = 'trajflow';
 

@@ -8,16 +8,13 @@
  * store.
  */
 import { ApplicationFailure, executeChild, isCancellation, TemporalFailure } from '@temporalio/workflow';
-import { AGENT_CALL_MEMO, agentTaskQueue } from '../../src/core/agentCallContext';
+import { AGENT_CALL_MEMO, agentTaskQueue, MODEL_CALL_LIMIT } from '../../src/core/agentCallContext';
 import type { WorkflowAgentOptions } from '../../src/plugins/builtins';
 import { failureReason } from '../activityFailures';
 import type { TrajectoryInput } from '../types';
 import type { TrajectoryActivities } from './activities';
 import type { Episode } from './episode';
 import { callContextOf, endExternalEpisode, taskPromptOf } from './externalAgent';
-
-/** The failure type of a model call past `agent.maxTurns` (activities/agentModel.ts AGENT_CALL_FAILURES). */
-const CALL_LIMIT = 'ModelCallLimit';
 
 export async function playAgentWorkflow(input: TrajectoryInput, activities: TrajectoryActivities, episode: Episode): Promise<void> {
   const { session, tally, conversation } = episode;
@@ -43,7 +40,8 @@ export async function playAgentWorkflow(input: TrajectoryInput, activities: Traj
       );
   } catch (err) {
     if (!(err instanceof TemporalFailure) || isCancellation(err)) throw err;
-    if (causeTypes(err).includes(CALL_LIMIT)) tally.end('max_turns', `the agent workflow asked for more than ${agent.maxTurns} model calls (agent.maxTurns)`);
+    if (causeTypes(err).includes(MODEL_CALL_LIMIT))
+      tally.end('max_turns', `the agent workflow asked for more than ${agent.maxTurns} model calls (agent.maxTurns)`);
     else tally.end('failed', `agent workflow ${agent.workflowType} failed: ${failureReason(err)}`);
   }
   await endExternalEpisode(input, activities, episode, `agent workflow ${agent.workflowType}`, answer);
@@ -57,7 +55,7 @@ function answerOf(result: unknown): string | undefined {
 }
 
 /** The failure types along a failure's chain of causes. */
-export function causeTypes(err: unknown): string[] {
+function causeTypes(err: unknown): string[] {
   const types: string[] = [];
   for (let at: unknown = err; at instanceof Error; at = at.cause) if (at instanceof ApplicationFailure && at.type) types.push(at.type);
   return types;
