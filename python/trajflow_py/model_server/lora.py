@@ -10,8 +10,11 @@ own names ("__base__", "default") would break.
 
 An unloaded adapter's matrices stay as a spare while other adapters are loaded: the next adapter of
 the same shape (a training run's next version) is copied into them, instead of peft building an
-adapter's modules again, which costs more than the copy by far. Unloading the last adapter takes
-every LoRA layer out.
+adapter's modules again, which costs more than the copy by far. The copy goes straight from the
+file's tensors into the spare's parameters (the file keys peft would save them under are mapped
+once, when the adapter is first built): peft's own state-dict load walks every module of the model
+on each call, which on a small model costs more than reading the adapter. Unloading the last
+adapter takes every LoRA layer out.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import torch
 from peft import LoraConfig, PeftConfig, PeftModel
-from peft.utils import load_peft_weights, set_peft_model_state_dict
+from peft.utils import get_peft_model_state_dict, load_peft_weights, set_peft_model_state_dict
 
 #: peft's marker for "no adapter" in a mixed batch's adapter_names.
 BASE_ROW = "__base__"
@@ -49,6 +52,8 @@ class LoraModel:
         self._names = count()
         #: Unloaded adapters' internal names, with their shapes: matrices ready for the next load.
         self._spares: list[tuple[dict[str, Any], str]] = []
+        #: Per adapter: its parameters under the keys its files name them by (None where they cannot be mapped so).
+        self._file_keys: dict[str, dict[str, torch.Tensor] | None] = {}
 
     @property
     def runnable(self) -> torch.nn.Module:
@@ -91,6 +96,7 @@ class LoraModel:
         if unexpected:
             self._discard(name, created)
             raise AdapterError(f"{directory}: has {len(unexpected)} tensors its adapter config does not place ({', '.join(unexpected[:3])})")
+        self._file_keys[name] = self._parameters_by_file_key(name)
         return name
 
     def delete(self, name: str) -> None:
@@ -101,6 +107,7 @@ class LoraModel:
             self._peft.unload()
             self._peft = None
             self._spares = []
+            self._file_keys = {}
         else:
             self._spares.append((adapter_shape(self._peft.peft_config[name]), name))
 
@@ -108,15 +115,22 @@ class LoraModel:
         """Copies an adapter directory's weights into a spare's matrices; on failure the spare is deleted (nothing else changed)."""
         assert self._peft is not None
         try:
-            result: Any = set_peft_model_state_dict(self._peft, load_peft_weights(directory, device="cpu"), adapter_name=spare)
+            weights = load_peft_weights(directory, device="cpu")
+        except Exception as error:
+            self._delete(spare)
+            raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error
+        if self._copy_by_file_key(spare, weights):
+            return spare
+        try:
+            result: Any = set_peft_model_state_dict(self._peft, weights, adapter_name=spare)
             # As load_adapter does: the missing keys that matter are the spare's own LoRA matrices.
             missing = [key for key in result.missing_keys if "lora_" in key and f".{spare}." in key]
             unexpected = list(result.unexpected_keys)
         except Exception as error:
-            self._peft.delete_adapter(spare)
+            self._delete(spare)
             raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error
         if missing or unexpected:
-            self._peft.delete_adapter(spare)
+            self._delete(spare)
             what = (
                 f"lacks {len(missing)} tensors of its adapter ({', '.join(missing[:3])})"
                 if missing
@@ -124,6 +138,30 @@ class LoraModel:
             )
             raise AdapterError(f"{directory}: {what}")
         return spare
+
+    def _parameters_by_file_key(self, name: str) -> dict[str, torch.Tensor] | None:
+        """Adapter `name`'s parameters under the keys peft saves them by, or None unless each is a parameter itself (not a copy)."""
+        assert self._peft is not None
+        by_key = get_peft_model_state_dict(self._peft, adapter_name=name)
+        parameters = {parameter.data_ptr() for parameter in self._peft.parameters()}
+        return by_key if all(tensor.data_ptr() in parameters for tensor in by_key.values()) else None
+
+    def _copy_by_file_key(self, spare: str, weights: dict[str, torch.Tensor]) -> bool:
+        """Copies `weights` into the spare's parameters when the file names exactly those, shape for shape; False where peft must place them."""
+        targets = self._file_keys.get(spare)
+        if targets is None or targets.keys() != weights.keys():
+            return False
+        if any(targets[key].shape != tensor.shape for key, tensor in weights.items()):
+            return False
+        with torch.no_grad():
+            for key, tensor in weights.items():
+                targets[key].copy_(tensor)
+        return True
+
+    def _delete(self, name: str) -> None:
+        assert self._peft is not None
+        self._peft.delete_adapter(name)
+        self._file_keys.pop(name, None)
 
     def _discard(self, name: str, created: bool) -> None:
         """Removes what a failed load left behind."""
@@ -133,7 +171,7 @@ class LoraModel:
             self._peft.unload()
             self._peft = None
         elif name in self._peft.peft_config:
-            self._peft.delete_adapter(name)
+            self._delete(name)
 
 
 def read_adapter_config(directory: str) -> LoraConfig:
