@@ -4,14 +4,30 @@
  * turns them into CommonJS too.
  */
 const ES_MODULE_PACKAGES = ['ai', '@ai-sdk', 'eventsource-parser', '@standard-schema', '@workflow', 'pkce-challenge', 'zod'];
+
+/**
+ * `npm test` runs the suite in two parts on its two cores. Most test files wait on Temporal, on
+ * timeouts and on worker processes more than they compute, so two run at once. These need the
+ * machine to themselves, and run first, one at a time: a real model's Python trainer and model
+ * servers keep both cores busy, and the worker-deployment test waits on the dev server's routing
+ * propagation, which a second test's load delays past its limit. Unset (`npx jest FILE`): every
+ * file, one at a time.
+ */
+const ALONE = ['realModel.*.test.ts', 'cli.realModelResume.test.ts', 'workerDeployment.test.ts'];
+const PART = process.env.TRAJFLOW_TEST_PART;
+if (PART !== undefined && PART !== 'alone' && PART !== 'shared') throw new Error(`TRAJFLOW_TEST_PART: "${PART}" is neither alone nor shared`);
+
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
-  testMatch: ['**/*.test.ts'],
+  testMatch: PART === 'alone' ? ALONE.map((file) => `**/test/${file}`) : ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['@swc/jest'], '^.+\\.js$': ['@swc/jest', { module: { type: 'commonjs' } }] },
   transformIgnorePatterns: [`/node_modules/(?!(${ES_MODULE_PACKAGES.join('|')})/)`],
   globalSetup: '<rootDir>/test/support/globalSetup.ts',
   globalTeardown: '<rootDir>/test/support/globalTeardown.ts',
   testTimeout: 120000,
-  maxWorkers: 1,
+  ...(PART === 'shared' && {
+    testPathIgnorePatterns: ['/node_modules/', ...ALONE.map((file) => `/test/${file.replaceAll('.', '\\.').replace('*', '[^/]*')}$`)],
+  }),
+  maxWorkers: PART === 'shared' ? 2 : 1,
 };
