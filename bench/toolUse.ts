@@ -8,40 +8,21 @@
  */
 import { parseArgs } from 'node:util';
 import { readJsonLines } from '../src/store/jsonLines';
-import { TrajectoryStore } from '../src/store/trajectoryStore';
 import { runLayout } from '../src/store/runLayout';
-
-interface VersionRow {
-  episodes: number;
-  toolResults: number;
-  solved: number;
-}
+import { percentCell, toolUseByVersion } from './toolUseByVersion';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'data-dir': { type: 'string', default: '.trajflow' }, run: { type: 'string' } } });
   const runId = values.run;
   if (!runId) throw new Error('--run <run id> is required');
-  const store = new TrajectoryStore(values['data-dir']!);
-  const rows = new Map<number, VersionRow>();
-  for (const trajectoryId of await store.listTrajectories(runId)) {
-    const summary = await store.getTrajectory(runId, trajectoryId);
-    if (!summary || summary.turns === 0) continue;
-    const turns = await store.getTurns(runId, trajectoryId, summary.turns);
-    const usedTool = turns.some((turn) => turn.messages.some((message) => message.role === 'tool' && !message.content.startsWith('error')));
-    const row = rows.get(summary.minPolicyVersion) ?? { episodes: 0, toolResults: 0, solved: 0 };
-    row.episodes++;
-    if (usedTool) row.toolResults++;
-    if (summary.envReturn > 0) row.solved++;
-    rows.set(summary.minPolicyVersion, row);
-  }
+  const rows = await toolUseByVersion(values['data-dir']!, runId);
   const heldOut = await heldOutByVersion(runLayout(values['data-dir']!, runId).evaluationsFile);
-  const percent = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)}%`.padStart(8);
   console.log(`run ${runId}: sampled episodes by the policy version they started with`);
   console.log('  version  episodes  tool ok   solved   held-out');
-  for (const [version, row] of [...rows].sort(([a], [b]) => a - b)) {
+  for (const [version, row] of rows) {
     const evaluated = heldOut.get(version);
     console.log(
-      `  ${String(version).padStart(7)}  ${String(row.episodes).padStart(8)}  ${percent(row.toolResults, row.episodes)} ${percent(row.solved, row.episodes)}   ${evaluated === undefined ? '' : `${percent(evaluated.successRate, 1).trim()} at ${Math.round(evaluated.elapsedS)} s`}`,
+      `  ${String(version).padStart(7)}  ${String(row.episodes).padStart(8)}  ${percentCell(row.toolResults, row.episodes)} ${percentCell(row.solved, row.episodes)}   ${evaluated === undefined ? '' : `${percentCell(evaluated.successRate, 1).trim()} at ${Math.round(evaluated.elapsedS)} s`}`,
     );
   }
 }

@@ -21,11 +21,11 @@ function ephemeralStart(): number {
   }
 }
 
-function listenOnce(port: number): Promise<number | undefined> {
+function listenOnce(port: number, host = '127.0.0.1'): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(undefined) : reject(err)));
-    server.listen(port, '127.0.0.1', () => {
+    server.listen(port, host, () => {
       const { port: bound } = server.address() as net.AddressInfo;
       server.close(() => resolve(bound));
     });
@@ -47,4 +47,9 @@ export async function freePort(): Promise<number> {
   const port = await listenOnce(0);
   if (port === undefined) throw new Error('no free TCP port on 127.0.0.1');
   return port;
+}
+
+/** Whether a server could listen on `host`:`port` now. */
+export async function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return (await listenOnce(port, host)) !== undefined;
 }

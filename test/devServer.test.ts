@@ -1,7 +1,8 @@
 /**
  * The dev server launcher: a server runs with trajflow's task-processor tuning, and one found
  * running with other settings (an older build's, say) is restarted rather than silently reused,
- * keeping its history. Its own server (own port and data directory), never the suite's.
+ * keeping its history; a port another server holds is refused. Its own server (own port and data
+ * directory), never the suite's.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -55,5 +56,15 @@ describe('dev server launcher', () => {
     } finally {
       await stopDevServer(dataDir);
     }
+  });
+
+  it('refuses a port another server listens on, rather than taking that server for its own', async () => {
+    const dataDir = mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), 'launcher-taken-'));
+    // The suite's own dev server, as another project's --local server left running would be.
+    const port = Number(process.env.TRAJFLOW_TEST_TEMPORAL_ADDRESS!.split(':').pop());
+    await expect(startDevServer({ dataDir, port, headless: true })).rejects.toThrow(
+      `cannot start the dev server of ${dataDir} on 127.0.0.1:${port}: another process listens there`,
+    );
+    expect(runningDevServer(dataDir)).toBeUndefined();
   });
 });

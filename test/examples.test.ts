@@ -1,20 +1,20 @@
 /**
  * The user-facing examples (examples/), each run as its README tells a user to run it: the folder
- * copied into a project outside the checkout, trajflow and zod installed in its node_modules, then
- * `trajflow train CONFIG --local` or `trajflow run CONFIG --local`. `npm install /path/to/trajflow` links the checkout, so a link is
- * what the suite makes too; the other packages the README's install line pins (zod, the AI SDK)
- * are linked from the checkout's own, which must be the pinned versions, so nothing is downloaded.
+ * installed into a project outside the checkout as a user installs it (bench/exampleProject: trajflow
+ * and the packages the README pins, zod among them, linked into its node_modules), then
+ * `trajflow train CONFIG --local` or `trajflow run CONFIG --local`.
  * The config gains only the suite's dev server address, a task queue prefix, a data directory that
  * adopts the suite's server, and a free port for an endpoint it serves. The run must print what the README's
  * expected output shows (the parts that are the same from run to run), and what it stored must
  * show the example's own code at work.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
+import { installExample } from '../bench/exampleProject';
 import type { TrajectorySummary, TurnRecord } from '../src/core/records';
 import { freePort } from '../src/ports';
 import { TrajectoryStore } from '../src/store/trajectoryStore';
@@ -66,19 +66,8 @@ async function runExample(
   suiteSettings: Record<string, unknown> = {},
 ): Promise<PlayedRun & { project: string; runId: string; dataDir: string }> {
   // Outside the checkout, as a user's project is: under the suite's data directory, which teardown removes.
-  const project = mkdtempSync(path.join(process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir(), `example-${folder}-`));
-  cpSync(path.join(ROOT, 'examples', folder), project, { recursive: true });
-  const readme = readFileSync(path.join(project, 'README.md'), 'utf8');
-  const pins = /npm install \/path\/to\/trajflow ((?:\S+@\S+ ?)+)/.exec(readme)?.[1].trim().split(' ') ?? [];
+  const { project, readme, pins } = installExample(folder, process.env.TRAJFLOW_TEST_DATA_DIR ?? os.tmpdir());
   expect(pins.map((pin) => pin.slice(0, pin.lastIndexOf('@')))).toContain('zod');
-  mkdirSync(path.join(project, 'node_modules', '@temporalio'), { recursive: true });
-  symlinkSync(ROOT, path.join(project, 'node_modules', 'trajflow'), 'dir');
-  for (const pin of pins) {
-    const name = pin.slice(0, pin.lastIndexOf('@'));
-    const dir = path.join(ROOT, 'node_modules', name);
-    expect(`${name}@${JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).version}`).toBe(pin);
-    symlinkSync(dir, path.join(project, 'node_modules', name), 'dir');
-  }
 
   // `--local` starts a dev server unless its data directory has one running: adopt the suite's.
   const dataDir = path.join(project, '.trajflow');

@@ -10,6 +10,7 @@ import { Connection } from '@temporalio/client';
 import { ensureTemporalBinary } from './binary';
 import { prepareNamespace } from './cluster';
 import { DEFAULT_NAMESPACE, LOCAL_PORT } from './defaults';
+import { portIsFree } from '../ports';
 import { searchAttributeCliArgs } from './searchAttributes';
 
 export interface DevServerOptions {
@@ -154,6 +155,12 @@ async function startOrReuse(options: DevServerOptions): Promise<DevServerInfo> {
   mkdirSync(dir, { recursive: true });
   const ip = options.ip ?? '127.0.0.1';
   const port = options.port ?? LOCAL_PORT;
+  // Otherwise the new server fails to bind, and the readiness check below finds whatever listens
+  // there instead: this data directory's workflows would live in another server's history.
+  if (!(await portIsFree(port, ip)))
+    throw new Error(
+      `cannot start the dev server of ${options.dataDir} on ${ip}:${port}: another process listens there (a --local run elsewhere leaves its dev server running: \`trajflow server stop --data-dir DIR\` stops it), or give temporal.address another port`,
+    );
   const uiPort = options.uiPort ?? port + 1000;
   const dbFile = path.join(dir, 'temporal.sqlite');
   const logFile = path.join(dir, 'server.log');
