@@ -363,4 +363,12 @@ describe('benchmark scripts at tiny sizes', () => {
     );
     expect(output).toMatch(new RegExp(`LoRA once the server is full / whole \\(medians\\): ${NUMBER} +target <= 0.25: (MET|NOT MET)`));
   });
+
+  test('npm run bench:agents, as far as its arguments (a run starts vLLM and trains SmolLM2 for many minutes)', async () => {
+    const help = await expectSuccess('agents', ['--help'], 30_000);
+    expect(help).toContain('usage: npm run bench:agents -- [--steps N');
+    const bad = await runScript('agents', ['--steps', '0'], 30_000);
+    expect(bad.code).not.toBe(0);
+    expect(bad.output).toContain('--steps needs a positive integer, got "0"');
+  });
 });
