@@ -73,6 +73,9 @@ export function formatMilestones(curve: readonly StepMetrics[], evaluations: rea
   const best = evaluations.reduce<EvaluationRecord | undefined>((top, e) => (top && top.successRate >= e.successRate ? top : e), undefined);
   return [
     `  sampled success first ${sampled.join(', ')}`,
-    `  held-out success first ${heldOut.join(', ')}${best ? `; best ${percent(best.successRate)} (version ${best.version})` : ''}`,
+    // "not reached" would claim versions were judged: a run without evaluations says so.
+    best
+      ? `  held-out success first ${heldOut.join(', ')}; best ${percent(best.successRate)} (version ${best.version})`
+      : '  held-out success: no version evaluated (eval.everySteps)',
   ];
 }

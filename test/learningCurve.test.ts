@@ -16,10 +16,11 @@ describe('formatMilestones', () => {
     ]);
   });
 
-  it('says when a level was not reached, and leaves out the best held-out without evaluations', () => {
+  it('says when a level was not reached, and that no version was evaluated in a run without evaluations', () => {
     expect(formatMilestones([step(0, 0.6, 40)], [])).toEqual([
       '  sampled success first >= 50.0%: step 0 (40 s), >= 80.0%: not reached, >= 95.0%: not reached',
-      '  held-out success first >= 70.0%: not reached',
+      '  held-out success: no version evaluated (eval.everySteps)',
     ]);
+    expect(formatMilestones([step(0, 0.6, 40)], [evaluation(0, 0.5, 30)])[1]).toBe('  held-out success first >= 70.0%: not reached; best 50.0% (version 0)');
   });
 });
