@@ -159,7 +159,7 @@ async function startOrReuse(options: DevServerOptions): Promise<DevServerInfo> {
   // there instead: this data directory's workflows would live in another server's history.
   if (!(await portIsFree(port, ip)))
     throw new Error(
-      `cannot start the dev server of ${options.dataDir} on ${ip}:${port}: another process listens there (a --local run elsewhere leaves its dev server running: \`trajflow server stop --data-dir DIR\` stops it), or give temporal.address another port`,
+      `cannot start the dev server of ${options.dataDir} on ${ip}:${port}: another process listens there. A --local run elsewhere leaves its dev server running: stop it (\`trajflow server stop --data-dir DIR\`), or give temporal.address another port`,
     );
   const uiPort = options.uiPort ?? port + 1000;
   const dbFile = path.join(dir, 'temporal.sqlite');
