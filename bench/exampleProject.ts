@@ -29,14 +29,17 @@ export function installExample(folder: string, parent: string): ExampleProject {
   cpSync(path.join(PROJECT_ROOT, 'examples', folder), project, { recursive: true });
   const readme = readFileSync(path.join(project, 'README.md'), 'utf8');
   const pins = readmePins(readme);
-  mkdirSync(path.join(project, 'node_modules', '@temporalio'), { recursive: true });
+  mkdirSync(path.join(project, 'node_modules'));
   symlinkSync(PROJECT_ROOT, path.join(project, 'node_modules', 'trajflow'), 'dir');
   for (const pin of pins) {
     const name = pin.slice(0, pin.lastIndexOf('@'));
     const dir = path.join(PROJECT_ROOT, 'node_modules', name);
     const installed = `${name}@${(JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version}`;
     if (installed !== pin) throw new Error(`examples/${folder}/README.md pins ${pin}, but the checkout's node_modules has ${installed}`);
-    symlinkSync(dir, path.join(project, 'node_modules', name), 'dir');
+    const link = path.join(project, 'node_modules', name);
+    // A scoped package (@scope/name) lives in its scope's folder.
+    mkdirSync(path.dirname(link), { recursive: true });
+    symlinkSync(dir, link, 'dir');
   }
   return { project, readme, pins };
 }
