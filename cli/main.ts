@@ -248,6 +248,9 @@ program
     });
   });
 
+/** How long `trajflow status` waits for a workflow worker to answer its query. */
+const STATUS_QUERY_DEADLINE_MS = 10_000;
+
 program
   .command('status')
   .description("show a run's progress (or its result once finished)")
@@ -259,7 +262,9 @@ program
       const description = await handle.describe();
       process.stdout.write(`${runId} (${description.type}): ${description.status.name}\n`);
       try {
-        const status = description.type === 'trainingWorkflow' ? await handle.query(trainingStatusQuery) : await handle.query(rolloutStatusQuery);
+        // A query waits for a worker to answer it: not for longer than someone at a prompt would.
+        const query = (): Promise<unknown> => (description.type === 'trainingWorkflow' ? handle.query(trainingStatusQuery) : handle.query(rolloutStatusQuery));
+        const status = await client.withDeadline(Date.now() + STATUS_QUERY_DEADLINE_MS, query);
         process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
       } catch (err) {
         // Queries are answered by a workflow worker; none may be running right now.

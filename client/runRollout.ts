@@ -77,11 +77,13 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
       : await client.workflow.start(rolloutWorkflow, { ...rolloutStartOptions(config, runId), memo: configFileMemo(options.configFile) });
     logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'rollout started');
 
-    const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(rolloutStatusQuery)));
+    const poll = onStatus && pollEvery(1_000, async (call) => onStatus(await client.withAbortSignal(call, () => handle.query(rolloutStatusQuery))));
     const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
-    // Progress ends on the finished state, not on the last tick before it.
-    if (onStatus) await handle.query(rolloutStatusQuery).then(onStatus, () => undefined);
+    // Progress ends on the finished state, not on the last tick before it. Under the interrupt's
+    // signal: a SIGTERM now stops the workers that would answer.
+    if (onStatus)
+      await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.query(rolloutStatusQuery))).then(onStatus, () => undefined);
     await awaitRunClosed(client, runId, { logger, signal });
     await workers?.flushEngineStats();
     const enginesAfter = await readEngineSnapshots(engines);

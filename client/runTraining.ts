@@ -83,7 +83,7 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
       : await client.workflow.start(trainingWorkflow, { ...trainingStartOptions(config, runId), memo: configFileMemo(options.configFile) });
     logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'training started');
 
-    const poll = onStatus && pollEvery(1_000, async () => onStatus(await handle.query(trainingStatusQuery)));
+    const poll = onStatus && pollEvery(1_000, async (call) => onStatus(await client.withAbortSignal(call, () => handle.query(trainingStatusQuery))));
     const timeLimit =
       options.stopAfterMs === undefined
         ? undefined
@@ -95,8 +95,10 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
       clearTimeout(timeLimit);
       return poll?.stop();
     });
-    // Progress ends on the finished state, not on the last tick before it.
-    if (onStatus) await handle.query(trainingStatusQuery).then(onStatus, () => undefined);
+    // Progress ends on the finished state, not on the last tick before it. Under the interrupt's
+    // signal: a SIGTERM now stops the workers that would answer.
+    if (onStatus)
+      await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.query(trainingStatusQuery))).then(onStatus, () => undefined);
     const wallSeconds = (Date.now() - startedAt) / 1000;
     // The groups its rollout had started still finish and are recorded; a local run's workers stay up for them.
     if (options.local) await awaitRunClosed(client, runId, { logger, signal });
