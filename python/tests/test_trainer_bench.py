@@ -64,3 +64,21 @@ def _tiny_params(model_dir):
     from transformers import AutoModelForCausalLM
 
     return list(AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+
+
+def test_random_weights_bench_an_architecture_from_its_config_alone_in_bfloat16(model_dir, tmp_path, capsys):
+    config_only = tmp_path / "config-only"
+    config_only.mkdir()
+    (config_only / "config.json").write_bytes((model_dir / "config.json").read_bytes())
+
+    assert main(["--model", str(config_only), *TINY, "--ranks", "0", "--random-weights", "--precision", "bfloat16"]) == 0
+
+    out = capsys.readouterr().out
+    assert f"random weights: the architecture of {config_only / 'config.json'}" in out
+    params = sum(p.numel() for p in _tiny_params(model_dir))
+    assert re.search(rf"^model \S+: {params:,} parameters", out, re.M), out
+    assert "1 AdamW step a batch, bfloat16 compute on float32 master weights" in out
+    assert re.search(r"^matmul peak: [\d.]+ GFLOP/s \(64x64 bfloat16, ", out, re.M), out
+    assert re.search(r"^packed 1024 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+%", out, re.M), out
+    # Nothing written beside the config.
+    assert [p.name for p in config_only.iterdir()] == ["config.json"]

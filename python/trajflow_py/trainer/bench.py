@@ -2,12 +2,13 @@
 How fast the real-model trainer (policy_trainer.py) trains a Hugging Face model on this machine:
 one synthetic batch shaped like an agentic RL batch (prompt tokens masked out, completion tokens
 trained, advantages +-1) trained with every sequence alone (`microBatchTokens` 0), packed at each
-given budget, and packed on several ranks (torch.distributed, gloo on CPUs, as torchrun starts
-the trainer). Prints tokens/s and the model FLOPs utilisation against a dense matmul peak measured
+given budget, and packed on ranks (torch.distributed: NCCL on GPUs, gloo on CPUs, as torchrun
+starts the trainer). Prints tokens/s and the model FLOPs utilisation against a dense matmul peak measured
 on the same device with the same thread count, before and after the in-process rounds.
 
     cd python && ../.venv/bin/python -m trajflow_py.trainer.bench --model DIR [--sequences 8]
         [--rounds 2] [--micro-batch-tokens 1024] [--ranks 2] [--threads N]
+        [--precision float32|bfloat16] [--random-weights]
 
 (`npm run bench:trainer -- --model DIR ...` runs this.) The in-process modes share one model and
 one optimizer and alternate round by round, so the ratios between them compare like with like;
@@ -31,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from .distributed import Ranks, join_ranks, leave_ranks
-from .inputs import TrainerConfig
+from .inputs import Precision, TrainerConfig
 from .packing import fed_length
 from .policy import default_device
 from .policy_trainer import PolicyTrainer
@@ -46,13 +48,17 @@ PYTHON_SOURCES = Path(__file__).resolve().parents[2]
 #: at least this fraction of the measured matmul peak.
 PACKED_SPEEDUP_TARGET = 3.0
 MFU_TARGET = 0.40
+#: The dtype whose matmul peak a precision's MFU is measured against: what its matmuls run in.
+PEAK_DTYPES: dict[Precision, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+PRECISION_NOTES: dict[Precision, str] = {"float32": "float32", "bfloat16": "bfloat16 compute on float32 master weights"}
 
 
 @dataclass(frozen=True)
 class Mode:
     label: str
     micro_batch_tokens: int
-    ranks: int = 1
+    #: Ranks of a torchrun block; 0: in this process, without a process group.
+    ranks: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class BenchReport:
     head_params: int
     device: str
     threads: int
+    precision: Precision
     sequences: int
     fed_tokens: int
     trained_tokens: int
@@ -135,6 +142,13 @@ def budgets(text: str) -> list[int]:
     return values
 
 
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got '{text}'")
+    return value
+
+
 def positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -151,9 +165,26 @@ def parse_options(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--micro-batch-tokens", type=budgets, default=[1024], help="packed budgets, comma-separated (default 1024)")
     parser.add_argument("--prompt-tokens", type=token_range, default=(100, 300), help="MIN-MAX untrained tokens a sequence (default 100-300)")
     parser.add_argument("--completion-tokens", type=token_range, default=(20, 120), help="MIN-MAX trained tokens a sequence (default 20-120)")
-    parser.add_argument("--ranks", type=int, default=2, help="ranks of the distributed block, at the smallest budget; 0 or 1: none (default 2)")
+    parser.add_argument(
+        "--ranks",
+        type=non_negative,
+        default=2,
+        help="ranks of the distributed block (torchrun: NCCL on GPUs, gloo on CPUs), at the smallest budget; 0: none (default 2)",
+    )
     parser.add_argument("--threads", type=positive, default=torch.get_num_threads(), help="threads in all (default: torch's, the cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the trainer's precision (bfloat16: bf16 compute on float32 master weights) and the peak's matmul dtype (default float32)",
+    )
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="build the model from DIR's config.json alone, with random weights: speed does not depend on the values, "
+        "and a machine the weights cannot reach still benches the architecture",
+    )
     parser.add_argument("--peak-size", type=positive, default=2048, help="side of the square matmul the peak times (default 2048)")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="how long the peak is timed (default 2)")
     # Set by the distributed block for its torchrun children only.
@@ -181,7 +212,7 @@ def synthetic_batch(count: int, vocab_size: int, prompt: tuple[int, int], comple
     return samples
 
 
-def trainer_config(micro_batch_tokens: int) -> TrainerConfig:
+def trainer_config(micro_batch_tokens: int, precision: Precision) -> TrainerConfig:
     # One AdamW step a batch: more would add a no-gradient pass per later minibatch, which the 6N
     # FLOPs count does not hold.
     return TrainerConfig.model_validate(
@@ -195,7 +226,7 @@ def trainer_config(micro_batch_tokens: int) -> TrainerConfig:
             "optimizerStepsPerBatch": 1,
             "formatWarmupSteps": 0,
             "maxStaleness": 1,
-            "precision": "float32",
+            "precision": precision,
             "microBatchTokens": micro_batch_tokens,
         }
     )
@@ -206,10 +237,10 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_peak(device: torch.device, size: int, seconds: float) -> Peak:
-    """Dense float32 matmul GFLOP/s: size x size products back to back for about `seconds`, at torch's current thread count."""
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    out = torch.empty(size, size, device=device)
+def matmul_peak(device: torch.device, dtype: torch.dtype, size: int, seconds: float) -> Peak:
+    """Dense matmul GFLOP/s in `dtype`: size x size products back to back for about `seconds`, at torch's current thread count."""
+    a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
     torch.matmul(a, b, out=out)  # the first one allocates and picks kernels
     synchronize(device)
     matmuls, started = 0, time.perf_counter()
@@ -247,8 +278,10 @@ def batch_for(options: argparse.Namespace, trainer: PolicyTrainer) -> list[Train
 def measure_in_process(options: argparse.Namespace, ranks: Ranks) -> tuple[list[Timing], PolicyTrainer, list[TrainingSample]]:
     """Every sequence alone and each packed budget, on one model and optimizer, alternating which goes first round by round."""
     modes = [Mode("one at a time", 0)] + [Mode(f"packed {budget}", budget) for budget in options.micro_batch_tokens]
-    first = PolicyTrainer.load(options.model, options.model, options.model, trainer_config(0), TEMPERATURE, ranks)
-    trainers = [first] + [PolicyTrainer(first.model, first.optimizer, trainer_config(mode.micro_batch_tokens), TEMPERATURE, ranks) for mode in modes[1:]]
+    first = PolicyTrainer.load(options.model, options.model, options.model, trainer_config(0, options.precision), TEMPERATURE, ranks)
+    trainers = [first] + [
+        PolicyTrainer(first.model, first.optimizer, trainer_config(mode.micro_batch_tokens, options.precision), TEMPERATURE, ranks) for mode in modes[1:]
+    ]
     batch = batch_for(options, first)
     for trainer in trainers:  # warm-up: first passes allocate and pick kernels
         timed_step(trainer, batch[: options.warmup_sequences])
@@ -275,6 +308,7 @@ def worker_arguments(options: argparse.Namespace, budget: int, result_file: Path
         f"--completion-tokens={options.completion_tokens[0]}-{options.completion_tokens[1]}",
         f"--threads={max(1, options.threads // options.ranks)}",
         f"--seed={options.seed}",
+        f"--precision={options.precision}",
     ]
 
 
@@ -291,7 +325,8 @@ def measure_on_ranks(options: argparse.Namespace) -> Timing:
         if done.returncode != 0:
             raise RuntimeError(f"the {options.ranks}-rank block exited with code {done.returncode}")
         step_seconds = json.loads(result_file.read_text())["stepSeconds"]
-    return Timing(Mode(f"packed {budget}, {options.ranks} ranks", budget, options.ranks), step_seconds)
+    label = f"packed {budget}, {options.ranks} rank{'s' if options.ranks > 1 else ''}"
+    return Timing(Mode(label, budget, options.ranks), step_seconds)
 
 
 def rank_worker(options: argparse.Namespace) -> None:
@@ -299,18 +334,28 @@ def rank_worker(options: argparse.Namespace) -> None:
     torch.set_num_threads(options.threads)
     ranks = join_ranks()
     try:
-        trainer = PolicyTrainer.load(options.model, options.model, options.model, trainer_config(options.micro_batch_tokens[0]), TEMPERATURE, ranks)
+        config = trainer_config(options.micro_batch_tokens[0], options.precision)
+        trainer = PolicyTrainer.load(options.model, options.model, options.model, config, TEMPERATURE, ranks)
         batch = batch_for(options, trainer)
         timed_step(trainer, batch[: options.warmup_sequences])
         step_seconds = []
         for round_ in range(options.rounds):
             step_seconds.append(timed_step(trainer, batch))
             if ranks.leader:
-                progress(f"round {round_ + 1}: packed {options.micro_batch_tokens[0]} on {ranks.world} ranks {step_seconds[-1]:.2f} s")
+                progress(
+                    f"round {round_ + 1}: packed {options.micro_batch_tokens[0]} on {ranks.world} rank{'s' if ranks.world > 1 else ''} {step_seconds[-1]:.2f} s"
+                )
         if ranks.leader:
             options.result_file.write_text(json.dumps({"stepSeconds": step_seconds}))
     finally:
         leave_ranks(ranks)
+
+
+def random_model(source: Path, dest: Path) -> Path:
+    """A checkpoint in `dest` of `source`'s architecture (its config.json alone) with random weights."""
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source), dtype=torch.float32)
+    model.save_pretrained(dest)
+    return dest
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int, int, int]:
@@ -327,14 +372,15 @@ def parameter_counts(model: torch.nn.Module) -> tuple[int, int, int, int]:
 def run(options: argparse.Namespace) -> BenchReport:
     torch.set_num_threads(options.threads)
     ranks = Ranks(device=default_device())
-    before = matmul_peak(ranks.device, options.peak_size, options.peak_seconds)
+    dtype = PEAK_DTYPES[options.precision]
+    before = matmul_peak(ranks.device, dtype, options.peak_size, options.peak_seconds)
     timings, trainer, batch = measure_in_process(options, ranks)
     # Timed again after the rounds: on a shared machine another process can hold the cores during
     # either, and a peak is the best the device did.
-    after = matmul_peak(ranks.device, options.peak_size, options.peak_seconds)
+    after = matmul_peak(ranks.device, dtype, options.peak_size, options.peak_seconds)
     params, embedding_params, body_params, head_params = parameter_counts(trainer.model)
     del trainer  # frees the model before the ranks load theirs
-    if options.ranks > 1:
+    if options.ranks > 0:
         timings.append(measure_on_ranks(options))
     return BenchReport(
         model=options.model,
@@ -344,6 +390,7 @@ def run(options: argparse.Namespace) -> BenchReport:
         head_params=head_params,
         device=str(ranks.device),
         threads=options.threads,
+        precision=options.precision,
         sequences=len(batch),
         fed_tokens=sum(fed_length(sample) for sample in batch),
         trained_tokens=masked_tokens(batch),
@@ -359,16 +406,16 @@ def verdict(met: bool) -> str:
 
 def print_report(report: BenchReport, options: argparse.Namespace) -> None:
     print(f"model {report.model}: {report.params:,} parameters ({report.embedding_params:,} in the input embeddings)")
-    ranks_note = f"; the {options.ranks}-rank block {max(1, options.threads // options.ranks)} a rank" if options.ranks > 1 else ""
+    ranks_note = f"; the {options.ranks}-rank block {max(1, options.threads // options.ranks)} a rank" if options.ranks > 0 else ""
     print(f"torch {torch.__version__}, device {report.device}, {report.threads} threads{ranks_note}")
     print(
         f"batch: {report.sequences} sequences (prompts {options.prompt_tokens[0]}-{options.prompt_tokens[1]} tokens, "
         f"completions {options.completion_tokens[0]}-{options.completion_tokens[1]}), {report.fed_tokens} fed tokens, "
-        f"{report.trained_tokens} trained, seed {options.seed}; 1 AdamW step a batch, float32"
+        f"{report.trained_tokens} trained, seed {options.seed}; 1 AdamW step a batch, {PRECISION_NOTES[report.precision]}"
     )
     peak = report.peak
     print(
-        f"matmul peak: {peak.gflops:.1f} GFLOP/s ({peak.size}x{peak.size} float32, {report.threads} threads; the larger of "
+        f"matmul peak: {peak.gflops:.1f} GFLOP/s ({peak.size}x{peak.size} {report.precision}, {report.threads} threads; the larger of "
         f"{report.peaks[0].gflops:.1f} before the rounds and {report.peaks[1].gflops:.1f} after, ~{peak.seconds:.1f} s each)"
     )
     print(
@@ -383,10 +430,10 @@ def print_report(report: BenchReport, options: argparse.Namespace) -> None:
             f"{timing.median_seconds:>8.2f} {report.mfu(timing):>6.1%}   {steps}"
         )
     alone = report.timings[0]
-    packed = [t for t in report.timings if t.mode.micro_batch_tokens > 0 and t.mode.ranks == 1]
+    packed = [t for t in report.timings if t.mode.micro_batch_tokens > 0 and t.mode.ranks == 0]
     for timing in packed:
         print(f"{timing.mode.label} / one at a time: {report.speedup(timing, alone):.2f}x")
-    on_ranks = [t for t in report.timings if t.mode.ranks > 1]
+    on_ranks = [t for t in report.timings if t.mode.ranks > 0]
     same_budget = next(t for t in packed if t.mode.micro_batch_tokens == min(options.micro_batch_tokens))
     for timing in on_ranks:
         print(
@@ -407,7 +454,13 @@ def main(argv: Sequence[str]) -> int:
         # Ends the rank without the interpreter's finalization: gloo's threads torn down there
         # abort the process now and then, after the rank's work is done and its result written.
         os._exit(0)
-    print_report(run(options), options)
+    if not options.random_weights:
+        print_report(run(options), options)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="trainer-bench-model-") as folder:
+        print(f"random weights: the architecture of {options.model / 'config.json'}")
+        options.model = random_model(options.model, Path(folder))
+        print_report(run(options), options)
     return 0
 
 
