@@ -6,11 +6,8 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../src/log';
-import { INTERRUPTED_EXIT_CODE } from '../client/launch';
+import { INTERRUPT_BACKSTOP_LINE, INTERRUPT_EXIT_LIMIT_MS, INTERRUPTED_EXIT_CODE } from '../client/launch';
 import { PARENT_PID_ENV, WORKER_STOP_GRACE_MS } from '../client/workerProcess';
-
-/** Beyond the workers' grace period: time to close connections and write the last log lines. */
-const EXIT_MARGIN_MS = 5_000;
 
 /**
  * An AbortSignal that aborts on the first SIGINT or SIGTERM, for the command to stop what it started
@@ -24,12 +21,12 @@ export function interruptSignal(logger: Logger): AbortSignal {
       logger.warn({ signal }, 'interrupted again; exiting now');
       process.exit(INTERRUPTED_EXIT_CODE);
     }
-    logger.warn({ signal }, `interrupted; stopping the workers this command started (at most ${(WORKER_STOP_GRACE_MS + EXIT_MARGIN_MS) / 1000} s)`);
+    logger.warn({ signal }, `interrupted; stopping the workers this command started (at most ${INTERRUPT_EXIT_LIMIT_MS / 1000} s)`);
     controller.abort(signal);
     setTimeout(() => {
-      logger.warn('the workers did not stop in time; exiting');
+      logger.warn(INTERRUPT_BACKSTOP_LINE);
       process.exit(INTERRUPTED_EXIT_CODE);
-    }, WORKER_STOP_GRACE_MS + EXIT_MARGIN_MS).unref();
+    }, INTERRUPT_EXIT_LIMIT_MS).unref();
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

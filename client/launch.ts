@@ -17,6 +17,7 @@ import { connectClient, resolveTemporal, type TemporalTarget } from '../src/temp
 import { startDevServer } from '../src/temporal/devServer';
 import { ROLLOUT_ROLES, RunningWorkers, startWorkers } from '../workers/start';
 import { startLocalModelServers } from './modelServers';
+import { WORKER_STOP_GRACE_MS } from './workerProcess';
 import { configFileOf, listOpenRuns, openRunNotice } from './openRuns';
 import { taskQueuesOf, type QueueScopedConfig } from '../workers/taskQueues';
 import type { EpisodeSpec, TrainingInput } from '../workflows/types';
@@ -73,6 +74,15 @@ function portOf(target: TemporalTarget): number {
 
 /** Exit status of a command stopped by SIGINT or SIGTERM. */
 export const INTERRUPTED_EXIT_CODE = 130;
+
+/**
+ * How long an interrupted command takes at most to exit: the workers' grace period, then time to
+ * close connections and write the last log lines.
+ */
+export const INTERRUPT_EXIT_LIMIT_MS = WORKER_STOP_GRACE_MS + 5_000;
+
+/** What an interrupted command logs when it exits at INTERRUPT_EXIT_LIMIT_MS, its stopping not done. */
+export const INTERRUPT_BACKSTOP_LINE = 'the workers did not stop in time; exiting';
 
 /**
  * Why `runRollout` or `runTraining` returned early: its `signal` aborted. The run itself stays in

@@ -15,7 +15,7 @@ import { rolloutStatusQuery, type RolloutStatus } from '../workflows/signals';
 import type { RolloutInput } from '../workflows/types';
 import { ROLLOUT_ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
-import { pollEvery } from './poll';
+import { pollProgress } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
 import { episodeSpecOf, openLaunch, RunInterrupted, unlessInterrupted, type RunOptions } from './launch';
@@ -77,7 +77,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
       : await client.workflow.start(rolloutWorkflow, { ...rolloutStartOptions(config, runId), memo: configFileMemo(options.configFile) });
     logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'rollout started');
 
-    const poll = onStatus && pollEvery(1_000, async (call) => onStatus(await client.withAbortSignal(call, () => handle.query(rolloutStatusQuery))));
+    const poll = onStatus && pollProgress(client, () => handle.query(rolloutStatusQuery), onStatus);
     const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
     // Progress ends on the finished state, not on the last tick before it. Under the interrupt's

@@ -18,7 +18,7 @@ import type { TrainingInput } from '../workflows/types';
 import { ROLES } from '../workers/start';
 import { useLocalBuild } from './deployment';
 import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCurve';
-import { pollEvery } from './poll';
+import { pollProgress } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
 import { openLaunch, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './launch';
@@ -83,7 +83,7 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
       : await client.workflow.start(trainingWorkflow, { ...trainingStartOptions(config, runId), memo: configFileMemo(options.configFile) });
     logger.info({ runId }, launch.resuming ? 'following the open run: it resumes on these workers' : 'training started');
 
-    const poll = onStatus && pollEvery(1_000, async (call) => onStatus(await client.withAbortSignal(call, () => handle.query(trainingStatusQuery))));
+    const poll = onStatus && pollProgress(client, () => handle.query(trainingStatusQuery), onStatus);
     const timeLimit =
       options.stopAfterMs === undefined
         ? undefined

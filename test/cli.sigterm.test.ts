@@ -7,6 +7,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, openSync, closeSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { INTERRUPT_BACKSTOP_LINE, INTERRUPT_EXIT_LIMIT_MS } from '../client/launch';
 import { stopWorker, WORKER_STOP_GRACE_MS } from '../client/workerProcess';
 import { PROJECT_ROOT } from '../src/paths';
 import { runLayout } from '../src/store/runLayout';
@@ -116,10 +117,13 @@ describe('trajflow train --local under SIGTERM', () => {
 
       const sentAt = Date.now();
       cli.kill('SIGTERM');
-      const exit = await within(cliExit, WORKER_STOP_GRACE_MS + 5_000, 'the CLI after SIGTERM', evidence);
-      console.log(`CLI exited ${Date.now() - sentAt} ms after SIGTERM (${exit.code ?? exit.signal})`);
+      // The CLI's own bound, plus time for its exit to reach this process on a loaded machine.
+      const exit = await within(cliExit, INTERRUPT_EXIT_LIMIT_MS + 5_000, 'the CLI after SIGTERM', evidence);
+      const backstop = readFileSync(cliLog, 'utf8').includes(INTERRUPT_BACKSTOP_LINE);
+      console.log(`CLI exited ${Date.now() - sentAt} ms after SIGTERM (${exit.code ?? exit.signal})${backstop ? `, at its time limit:\n${evidence()}` : ''}`);
       expect(exit).toEqual({ code: 130, signal: null });
-      expect(started.filter(isAlive)).toEqual([]);
+      // A CLI that exited at its time limit left the trainer to stop by itself (exitWithParent).
+      await waitFor('the trainer gone', async () => started.every((pid) => !isAlive(pid)) || undefined, WORKER_STOP_GRACE_MS + 3_000, 100);
       expect(processesOf(configFile)).toEqual([]);
 
       resumed = await spawnLoggedWorker('all', configFile, path.join(config.dataDir, 'worker-all.log'));

@@ -4,14 +4,15 @@
  * poll, and a query to a workflow whose worker stopped polling waits for its deadline.
  */
 import { createLogger } from '../src/log';
-import { pollEvery } from '../client/poll';
+import { pollProgress, PROGRESS_QUERY_DEADLINE_MS } from '../client/poll';
 import { rolloutStartOptions } from '../client/runRollout';
 import { rolloutWorkflow } from '../workflows/rollout';
 import { rolloutStatusQuery } from '../workflows/signals';
 import { ROLLOUT_ROLES, startWorkers } from '../workers/start';
+import { waitFor } from './support/faultKit';
 import { testConfig, withClient } from './support/harness';
 
-it('stops a poll whose query waits for a worker that is gone', async () => {
+it('ends a progress query that waits for a worker that is gone at its deadline, and at once on stop', async () => {
   const config = testConfig('poll-stop');
   const logger = createLogger('test');
   logger.level = 'warn';
@@ -24,17 +25,21 @@ it('stops a poll whose query waits for a worker that is gone', async () => {
       await workers.shutdown();
       let asked = 0;
       let answered = 0;
-      const poll = pollEvery(100, async (call) => {
-        asked++;
-        await client.withAbortSignal(call, () => handle.query(rolloutStatusQuery));
-        answered++;
-      });
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      // One query sent, unanswered, and no other piled up behind it.
-      expect([asked, answered]).toEqual([1, 0]);
+      const poll = pollProgress(
+        client,
+        () => {
+          asked++;
+          return handle.query(rolloutStatusQuery);
+        },
+        () => answered++,
+      );
+      // A query a second at most, none answered: the first ends at its deadline, then the next is sent.
+      await waitFor('a second query', async () => asked >= 2 || undefined, 1_000 + PROGRESS_QUERY_DEADLINE_MS + 5_000, 50);
+      expect(answered).toBe(0);
+      // The second is in flight (it started a moment ago): cancelled on stop, not left to its deadline.
       const stopping = Date.now();
       await poll.stop();
-      expect(Date.now() - stopping).toBeLessThan(5_000);
+      expect(Date.now() - stopping).toBeLessThan(1_000);
     } finally {
       await handle.terminate();
     }
