@@ -116,12 +116,8 @@ class LoraModel:
         assert self._peft is not None
         try:
             weights = load_peft_weights(directory, device="cpu")
-        except Exception as error:
-            self._delete(spare)
-            raise AdapterError(f"{directory}: not a LoRA adapter of the served model: {error}") from error
-        if self._copy_by_file_key(spare, weights):
-            return spare
-        try:
+            if self._copy_by_file_key(spare, weights):
+                return spare
             result: Any = set_peft_model_state_dict(self._peft, weights, adapter_name=spare)
             # As load_adapter does: the missing keys that matter are the spare's own LoRA matrices.
             missing = [key for key in result.missing_keys if "lora_" in key and f".{spare}." in key]
