@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from test_trainer_support import TEMPERATURE, full_logprobs, trainer_config
+from trajflow_py.trainer.attention import segment_attention
 from trajflow_py.trainer.distributed import Ranks, decoder_layers
 from trajflow_py.trainer.inputs import TrainerConfig
 from trajflow_py.trainer.packing import pack_indices
@@ -59,6 +60,26 @@ def test_packs_hold_at_most_the_budget_in_order_and_a_long_sequence_alone(model_
     assert len(packs) < len(samples)
     assert pack_indices(samples, [3, 1], 0) == [[3], [1]]
     assert pack_indices(samples, [0, 1, 2], 1) == [[0], [1], [2]]
+
+
+def test_segment_attention_is_causal_attention_inside_each_sequence_only():
+    """Against PyTorch's attention under the block-diagonal causal mask of the same pack (2 query heads a key head)."""
+    torch.manual_seed(0)
+    bounds = (0, 5, 6, 13)
+    query, key, value = torch.randn(1, 4, 13, 8), torch.randn(1, 2, 13, 8), torch.randn(1, 2, 13, 8)
+    sequence = torch.repeat_interleave(torch.arange(3), torch.tensor([5, 1, 7]))
+    allowed = (sequence[:, None] == sequence[None, :]) & torch.ones(13, 13, dtype=torch.bool).tril()
+    expected = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=allowed, scale=0.3, enable_gqa=True)
+    output, _ = segment_attention(torch.nn.Module(), query, key, value, None, scaling=0.3, segment_bounds=bounds)
+    torch.testing.assert_close(output, expected.transpose(1, 2))
+    whole, _ = segment_attention(torch.nn.Module(), query, key, value, None, scaling=0.3)
+    torch.testing.assert_close(whole, torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True, scale=0.3, enable_gqa=True).transpose(1, 2))
+    with pytest.raises(ValueError, match="whole unpadded sequences"):
+        segment_attention(torch.nn.Module(), query[:, :, -1:], key, value, None)
+    with pytest.raises(ValueError, match="whole unpadded sequences"):
+        segment_attention(torch.nn.Module(), query, key, value, allowed)
+    with pytest.raises(ValueError, match="do not span"):
+        segment_attention(torch.nn.Module(), query, key, value, None, segment_bounds=(0, 5, 12))
 
 
 @pytest.mark.parametrize(

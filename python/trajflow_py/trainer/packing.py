@@ -3,9 +3,9 @@ Packed micro-batches: several sequences side by side in one row of one forward p
 budget (`trainer.microBatchTokens`), with nothing padded.
 
 Attention stays inside each sequence: the position ids restart at 0 where a sequence starts, and
-the model (transformers reads restarting position ids, with no attention mask, as packed
-sequences) attends block-diagonally, causal within each block. So a sequence's logits in a pack
-are its logits alone, and one pass does the work of many short ones.
+the trainer's attention (`attention.py`) runs causal attention over each sequence's tokens alone,
+between the row's segment bounds. So a sequence's logits in a pack are its logits alone, and one
+pass does the matmuls of many short ones.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class PackedRow:
 
     input_ids: Tensor  # [1, L]
     position_ids: Tensor  # [1, L]
+    #: 0, where each sequence ends, ..., L (for the trainer's attention).
+    segment_bounds: tuple[int, ...]
     #: Positions in the row whose logits predict a trained token, every sequence's in order.
     target_positions: Tensor  # [K]
     #: The token each target position predicts.
@@ -62,6 +64,7 @@ def packed_row(samples: list[TrainingSample], device: torch.device) -> PackedRow
     targets: list[int] = []
     next_ids: list[int] = []
     counts: list[int] = []
+    bounds = [0]
     for sample in samples:
         offset = len(ids)
         sample_targets = sample.trained_targets()
@@ -71,9 +74,11 @@ def packed_row(samples: list[TrainingSample], device: torch.device) -> PackedRow
         targets.extend(offset + t for t in sample_targets)
         next_ids.extend(sample.ids[t + 1] for t in sample_targets)
         counts.append(len(sample_targets))
+        bounds.append(len(ids))
     return PackedRow(
         input_ids=torch.tensor([ids], device=device),
         position_ids=torch.tensor([positions], device=device),
+        segment_bounds=tuple(bounds),
         target_positions=torch.tensor(targets, device=device),
         next_ids=torch.tensor(next_ids, device=device),
         target_counts=counts,

@@ -16,6 +16,7 @@ import torch.utils.checkpoint
 from torch import Tensor
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from .attention import SEGMENT_ATTENTION
 from .inputs import Precision
 from .packing import PackedRow
 
@@ -36,9 +37,10 @@ def default_device() -> torch.device:
 def load_model(directory: Path) -> PreTrainedModel:
     """
     A checkpoint's model on the CPU with float32 parameters (the master weights, whatever the
-    published precision: bfloat16 only computes, see `computing`), in eval mode.
+    published precision: bfloat16 only computes, see `computing`), in eval mode, attending inside
+    each packed sequence (`attention.py`).
     """
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation=SEGMENT_ATTENTION)
     # Eval mode while training too: dropout would make two passes over the same tokens disagree,
     # and PPO's ratio compares this policy's logprobs with the sampler's.
     model.eval()
@@ -88,7 +90,13 @@ def row_logprobs(model: torch.nn.Module, row: PackedRow, temperature: float) -> 
     as the inference servers report it (after temperature, before top-p). Differentiable unless
     called under torch.no_grad(). Logits are projected at the target positions only.
     """
-    output = model(input_ids=row.input_ids, position_ids=row.position_ids, logits_to_keep=row.target_positions, use_cache=False)
+    output = model(
+        input_ids=row.input_ids,
+        position_ids=row.position_ids,
+        segment_bounds=row.segment_bounds,
+        logits_to_keep=row.target_positions,
+        use_cache=False,
+    )
     logprobs = torch.log_softmax(output.logits[0].float() / temperature, dim=-1)  # [K, V]
     picked = logprobs.gather(1, row.next_ids.unsqueeze(1)).squeeze(1)
     return list(picked.split(row.target_counts))
