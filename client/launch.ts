@@ -124,6 +124,21 @@ export async function unlessInterrupted<T>(runId: string, signal: AbortSignal | 
   }
 }
 
+/**
+ * Hands `onStatus` the run's progress once more after it finished: its final state, not the last
+ * poll before it. Under the interrupt's signal, since a SIGTERM now stops the workers that would
+ * answer; an error leaves progress as it was (progress is best effort).
+ */
+export async function reportFinalProgress<S>(
+  client: Client,
+  runId: string,
+  signal: AbortSignal | undefined,
+  query: () => Promise<S>,
+  onStatus: (status: S) => void,
+): Promise<void> {
+  await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, query)).then(onStatus, () => undefined);
+}
+
 /** How `runRollout` and `runTraining` start and follow a run. */
 export interface RunOptions<Status> {
   /**

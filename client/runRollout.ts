@@ -18,7 +18,7 @@ import { useLocalBuild } from './deployment';
 import { pollProgress } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
-import { episodeSpecOf, openLaunch, RunInterrupted, unlessInterrupted, type RunOptions } from './launch';
+import { episodeSpecOf, openLaunch, reportFinalProgress, RunInterrupted, unlessInterrupted, type RunOptions } from './launch';
 import { WORKER_STOP_GRACE_MS } from './workerProcess';
 
 export interface RunSummary {
@@ -80,10 +80,7 @@ export async function runRollout(config: RunConfig, options: RunOptions<RolloutS
     const poll = onStatus && pollProgress(client, () => handle.query(rolloutStatusQuery), onStatus);
     const result = await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.result())).finally(() => poll?.stop());
     const wallMs = Date.now() - startedAt;
-    // Progress ends on the finished state, not on the last tick before it. Under the interrupt's
-    // signal: a SIGTERM now stops the workers that would answer.
-    if (onStatus)
-      await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.query(rolloutStatusQuery))).then(onStatus, () => undefined);
+    if (onStatus) await reportFinalProgress(client, runId, signal, () => handle.query(rolloutStatusQuery), onStatus);
     await awaitRunClosed(client, runId, { logger, signal });
     await workers?.flushEngineStats();
     const enginesAfter = await readEngineSnapshots(engines);

@@ -21,7 +21,7 @@ import { formatCurveCsv, readEvaluations, readLearningCurve } from './learningCu
 import { pollProgress } from './poll';
 import { awaitRunClosed } from './runWorkflows';
 import { configFileMemo } from './openRuns';
-import { openLaunch, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './launch';
+import { openLaunch, reportFinalProgress, RunInterrupted, trainingInputOf, unlessInterrupted, type RunOptions } from './launch';
 import { spawnLoggedWorker, stopWorker, WORKER_STOP_GRACE_MS, type LoggedWorker } from './workerProcess';
 
 export interface TrainingSummary {
@@ -95,10 +95,7 @@ export async function runTraining(config: RunConfig, options: TrainingRunOptions
       clearTimeout(timeLimit);
       return poll?.stop();
     });
-    // Progress ends on the finished state, not on the last tick before it. Under the interrupt's
-    // signal: a SIGTERM now stops the workers that would answer.
-    if (onStatus)
-      await unlessInterrupted(runId, signal, (calls) => client.withAbortSignal(calls, () => handle.query(trainingStatusQuery))).then(onStatus, () => undefined);
+    if (onStatus) await reportFinalProgress(client, runId, signal, () => handle.query(trainingStatusQuery), onStatus);
     const wallSeconds = (Date.now() - startedAt) / 1000;
     // The groups its rollout had started still finish and are recorded; a local run's workers stay up for them.
     if (options.local) await awaitRunClosed(client, runId, { logger, signal });
